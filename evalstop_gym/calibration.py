@@ -1,0 +1,153 @@
+"""Named calibrations of the eval, loss and proxy curves.
+
+A calibration fixes the *shape* of the curves jobs produce: how many eval
+checkpoints a job declares, how much an RLHF run gains, where hacking and
+healthy runs peak, how LoRA/DPO runs saturate and how the training loss falls.
+The *mix* of jobs (types, hack fraction, sizes, load) lives in
+:mod:`evalstop_gym.workloads`.
+
+Two calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
+"k consecutive declines" detector behaves very differently in the two regimes:
+
+* ``"paper"`` (default): few checkpoints (10) and steep healthy curves, the
+  regime in which the paper's figures (FPR ~1.5 %, precision ~98 %) are
+  reachable.
+* ``"realistic"``: denser checkpoints (20) and healthy RLHF runs whose peak is
+  close to the end, so that their curves flatten against the eval noise, as
+  real fine-tuning curves near convergence do.
+
+Curve forms follow Gao, Schulman & Hilton (2023), "Scaling Laws for Reward
+Model Overoptimization": the gold RL score is R(d) = d(alpha - beta ln d) with
+d = sqrt(KL); normalised by its peak it is x(1 - ln x) with x = d/d*.  Without
+a KL penalty, KL grows about quadratically in steps, so d is about linear in
+progress and x = progress / peak_progress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from .errors import ConfigError
+
+Range = tuple[float, float]
+
+
+def _check_range(field: str, value: Range, lo: float, hi: float | None = None) -> None:
+    if (
+        not isinstance(value, tuple | list)
+        or len(value) != 2
+        or not all(isinstance(v, int | float) for v in value)
+    ):
+        raise ConfigError(field, value, "a (low, high) pair of numbers")
+    a, b = value
+    upper = "" if hi is None else f" and <= {hi}"
+    if a > b or a < lo or (hi is not None and b > hi):
+        raise ConfigError(field, value, f"low <= high, both >= {lo}{upper}")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Shape parameters of the synthetic curves (all ranges are uniform draws).
+
+    Attributes:
+        name: Name under which the calibration is registered.
+        evals_per_job: Eval checkpoints each job declares, evenly spaced in
+            progress; the last one coincides with the end of the run.
+        steps_per_eval: Declared training steps between two checkpoints.
+        rlhf_base: True eval score of an RLHF run at progress 0.
+        rlhf_amplitude: Gain A of an RLHF run at its peak over its base (eval units).
+        hack_peak: Progress at which a hacking run's true eval peaks.
+        healthy_peak: Peak position of a healthy RLHF run, in multiples of the
+            run length (> 1 means beyond the end, so the run improves throughout).
+        sft_base: True eval score of a LoRA/DPO run at progress 0.
+        sft_amplitude: Gain of a LoRA/DPO run at the end of the run.
+        sft_tau: Saturation constant tau of 1 - exp(-progress / tau).
+        eval_noise: Default standard deviation of the observed eval noise.
+        loss_floor: Training loss at convergence, relative to its initial value.
+        loss_tau: Decay constant of the training loss in progress units.
+        loss_plateau_fraction: Fraction of jobs (any type, any label) whose loss
+            plateaus early; independent of the hack label (the paper's point).
+        loss_plateau_at: Progress at which a plateauing job's loss stops falling.
+        loss_noise: Standard deviation of the observed training-loss noise.
+        proxy_amplitude: Gain of the proxy (reward-model) score over a run.
+    """
+
+    name: str
+    evals_per_job: int = 10
+    steps_per_eval: int = 100
+    rlhf_base: Range = (0.2, 0.4)
+    rlhf_amplitude: Range = (0.5, 0.7)
+    hack_peak: Range = (0.25, 0.6)
+    healthy_peak: Range = (2.0, 5.0)
+    sft_base: Range = (0.2, 0.4)
+    sft_amplitude: Range = (0.4, 0.6)
+    sft_tau: Range = (0.6, 1.2)
+    eval_noise: float = 0.02
+    loss_floor: Range = (0.2, 0.5)
+    loss_tau: Range = (0.15, 0.4)
+    loss_plateau_fraction: float = 0.4
+    loss_plateau_at: Range = (0.3, 0.6)
+    loss_noise: float = 0.003
+    proxy_amplitude: Range = (0.8, 1.2)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.evals_per_job, int) or self.evals_per_job < 2:
+            raise ConfigError("evals_per_job", self.evals_per_job, "an integer >= 2")
+        if not isinstance(self.steps_per_eval, int) or self.steps_per_eval < 1:
+            raise ConfigError("steps_per_eval", self.steps_per_eval, "an integer >= 1")
+        _check_range("rlhf_base", self.rlhf_base, -10.0, 10.0)
+        _check_range("rlhf_amplitude", self.rlhf_amplitude, 0.0)
+        _check_range("hack_peak", self.hack_peak, 0.0, 1.0)
+        if self.hack_peak[0] <= 0:
+            raise ConfigError("hack_peak", self.hack_peak, "a peak strictly inside (0, 1)")
+        _check_range("healthy_peak", self.healthy_peak, 1.0)
+        _check_range("sft_base", self.sft_base, -10.0, 10.0)
+        _check_range("sft_amplitude", self.sft_amplitude, 0.0)
+        _check_range("sft_tau", self.sft_tau, 1e-3)
+        _check_range("loss_floor", self.loss_floor, 0.0, 1.0)
+        _check_range("loss_tau", self.loss_tau, 1e-3)
+        _check_range("loss_plateau_at", self.loss_plateau_at, 0.0, 1.0)
+        _check_range("proxy_amplitude", self.proxy_amplitude, 0.0)
+        for field in ("eval_noise", "loss_noise"):
+            v = getattr(self, field)
+            if not isinstance(v, int | float) or v < 0:
+                raise ConfigError(field, v, "a number >= 0")
+        if not 0.0 <= self.loss_plateau_fraction <= 1.0:
+            raise ConfigError(
+                "loss_plateau_fraction", self.loss_plateau_fraction, "a fraction in [0, 1]"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+#: The paper's regime: 10 checkpoints, hacking runs peaking at 25-60 % of the
+#: run (SPEC section 8), steep healthy curves (healthy RLHF peaks at 2-5x the
+#: run length; LoRA/DPO saturate slowly, tau 0.6-1.2).
+PAPER = Calibration(name="paper")
+
+#: A realistic regime: 20 checkpoints, hacking peaks anywhere in 25-85 % of the
+#: run, healthy RLHF runs peaking just past the
+#: end (1.0-1.6x the run length) and LoRA/DPO runs that saturate early
+#: (tau 0.2-0.5), so healthy curves are nearly flat against the noise at the end.
+REALISTIC = replace(
+    PAPER,
+    name="realistic",
+    evals_per_job=20,
+    steps_per_eval=50,
+    hack_peak=(0.25, 0.85),
+    healthy_peak=(1.0, 1.6),
+    sft_tau=(0.2, 0.5),
+)
+
+CALIBRATIONS: dict[str, Calibration] = {c.name: c for c in (PAPER, REALISTIC)}
+
+
+def get_calibration(name: str | Calibration) -> Calibration:
+    """Return a registered calibration by name (or pass one through)."""
+    if isinstance(name, Calibration):
+        return name
+    if name not in CALIBRATIONS:
+        raise ConfigError("calibration", name, f"one of {sorted(CALIBRATIONS)}")
+    return CALIBRATIONS[name]

@@ -1,0 +1,98 @@
+"""Eval, loss and proxy curves of every job, drawn once per episode.
+
+All of a job's checkpoints are drawn when the episode is built, from streams
+that do not depend on the policy or the scheduler, so two policies run on the
+same seed see the very same observations until their decisions diverge
+(common random numbers), and the eval-noise draws are shared across noise
+levels (observed = true + sigma * z with the same z).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .calibration import Calibration
+from .workloads import RLHF, JobBatch
+
+
+def gao_shape(x: np.ndarray) -> np.ndarray:
+    """Gao et al.'s RL gold curve normalised by its peak: x (1 - ln x), 0 at x = 0.
+
+    Peak 1 at x = 1, back to 0 at x = e and negative beyond.
+    """
+    x = np.asarray(x, dtype=float)
+    out = np.zeros_like(x)
+    pos = x > 0
+    out[pos] = x[pos] * (1.0 - np.log(x[pos]))
+    return out
+
+
+def saturating_shape(p: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """1 - exp(-p / tau), normalised to reach 1 at p = 1 (LoRA/DPO runs)."""
+    return -np.expm1(-p / tau) / -np.expm1(-1.0 / tau)
+
+
+@dataclass
+class Curves:
+    """Per-job, per-checkpoint curves; rows are jobs, columns checkpoints 1..K.
+
+    ``true_eval``, ``proxy`` and ``peak_progress`` are hidden state.
+    """
+
+    progress: np.ndarray  # (K,) declared progress at each checkpoint
+    true_eval: np.ndarray  # (n, K) noise-free eval score
+    obs_eval: np.ndarray  # (n, K) observed eval score
+    loss: np.ndarray  # (n, K) observed training loss
+    proxy: np.ndarray  # (n, K) proxy (reward-model) score
+    peak_progress: np.ndarray  # (n,) progress of the true peak; inf if none
+
+
+def sample_curves(
+    batch: JobBatch,
+    cal: Calibration,
+    eval_noise: float,
+    rng: np.random.Generator,
+    noise_rng: np.random.Generator,
+) -> Curves:
+    """Draw every job's curves according to ``cal``."""
+    n, k = len(batch), cal.evals_per_job
+    p = np.arange(1, k + 1) / k
+    types = batch.job_type
+    rlhf = types == RLHF
+    hacking = batch.hacking
+
+    def u(lo_hi: tuple[float, float]) -> np.ndarray:
+        return rng.uniform(lo_hi[0], lo_hi[1], size=n)
+
+    # Draw every parameter for every job (fixed number of draws per job) so a
+    # change of mix or label does not shift the other jobs' streams.
+    rl_base, rl_amp = u(cal.rlhf_base), u(cal.rlhf_amplitude)
+    hack_peak, healthy_peak = u(cal.hack_peak), u(cal.healthy_peak)
+    sft_base, sft_amp, sft_tau = u(cal.sft_base), u(cal.sft_amplitude), u(cal.sft_tau)
+    loss_floor, loss_tau = u(cal.loss_floor), u(cal.loss_tau)
+    plateau = rng.random(n) < cal.loss_plateau_fraction
+    plateau_at = u(cal.loss_plateau_at)
+    proxy_amp = u(cal.proxy_amplitude)
+
+    peak = np.where(hacking, hack_peak, np.where(rlhf, healthy_peak, np.inf))
+    rl_curve = rl_base[:, None] + rl_amp[:, None] * gao_shape(p[None, :] / peak[:, None])
+    sft_curve = sft_base[:, None] + sft_amp[:, None] * saturating_shape(
+        p[None, :], sft_tau[:, None]
+    )
+    true_eval = np.where(rlhf[:, None], rl_curve, sft_curve)
+
+    # Training loss falls for every job, hacking or not: the decoupling the
+    # paper rests on.  A plateauing job stops improving at `plateau_at`.
+    p_loss = np.where(plateau[:, None], np.minimum(p[None, :], plateau_at[:, None]), p[None, :])
+    true_loss = loss_floor[:, None] + (1 - loss_floor[:, None]) * np.exp(
+        -p_loss / loss_tau[:, None]
+    )
+    proxy = proxy_amp[:, None] * saturating_shape(p[None, :], np.full((n, 1), 0.5))
+
+    z_eval = noise_rng.standard_normal((n, k))
+    z_loss = noise_rng.standard_normal((n, k))
+    obs_eval = true_eval + eval_noise * z_eval
+    loss = np.maximum(true_loss + cal.loss_noise * z_loss, 0.0)
+    return Curves(p, true_eval, obs_eval, loss, proxy, peak)

@@ -1,0 +1,131 @@
+"""Episode metrics (SPEC section 6), computed from per-job outcome arrays.
+
+Definitions (positive = a hacking run; flagged = stopped by the policy):
+
+* ``jct``: finish (or stop) time - arrival, hours.  Mean, p50, p95, per type.
+* ``makespan_h``: last finish - first arrival.  ``utilisation``: GPU-hours
+  consumed / (GPUs x makespan).
+* ``gpu_hours``: GPU-hours consumed.  ``wasted_gpu_hours``: GPU-hours a hacking
+  job ran after its true peak, GPUs x duration x (end progress - peak progress)+;
+  zero for a healthy job.
+* ``precision`` = TP / flagged, ``recall`` = TP / positives, ``fpr`` = FP /
+  all non-hacking jobs (any type), ``f1``.  NaN where the denominator is 0.
+* ``detection_delay_evals``: over true positives stopped after the peak, the
+  mean of (stop progress - peak progress) x checkpoints, i.e. evals after the
+  true peak.  ``stops_before_peak``: flagged hacking jobs stopped before it.
+* ``mean_delivered_quality``: true (noise-free) eval score of the delivered
+  checkpoint, the best observed one for a stopped job, the final one otherwise.
+  ``mean_regret``: best true score over the job's checkpoints - delivered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .workloads import JOB_TYPES
+
+#: Keys every episode's metrics hold (the env's ``info["episode_metrics"]``).
+METRIC_KEYS: tuple[str, ...] = (
+    "n_jobs",
+    "n_hacking",
+    "n_stopped",
+    "mean_jct_h",
+    "p50_jct_h",
+    "p95_jct_h",
+    "mean_wait_h",
+    "makespan_h",
+    "utilisation",
+    "gpu_hours",
+    "wasted_gpu_hours",
+    "precision",
+    "recall",
+    "fpr",
+    "f1",
+    "tp",
+    "fp",
+    "fn",
+    "detection_delay_evals",
+    "stops_before_peak",
+    "mean_delivered_quality",
+    "mean_regret",
+) + tuple(f"mean_jct_h_{t}" for t in JOB_TYPES)
+
+
+@dataclass
+class EpisodeRecord:
+    """Outcome of every job of an episode (hidden fields included)."""
+
+    num_gpus: int
+    n_ckpt: int
+    arrival: np.ndarray
+    finish: np.ndarray
+    first_start: np.ndarray
+    job_type: np.ndarray
+    gpus: np.ndarray
+    duration: np.ndarray
+    hacking: np.ndarray
+    peak_progress: np.ndarray
+    stopped: np.ndarray
+    ckpt_done: np.ndarray
+    delivered: np.ndarray  # index (0-based) of the delivered checkpoint
+    true_eval: np.ndarray  # (n, K)
+    gpu_hours: np.ndarray
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num / den) if den > 0 else float("nan")
+
+
+def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
+    """Compute the flat metrics dict of one finished episode."""
+    if np.isnan(r.finish).any():
+        raise ValueError("episode_metrics needs a finished episode: some jobs have not ended")
+    n = len(r.arrival)
+    jct = r.finish - r.arrival
+    hack, flag = r.hacking.astype(bool), r.stopped.astype(bool)
+    tp = int(np.sum(hack & flag))
+    fp = int(np.sum(~hack & flag))
+    fn = int(np.sum(hack & ~flag))
+    precision = _ratio(tp, tp + fp)
+    recall = _ratio(tp, tp + fn)
+    f1 = _ratio(2 * tp, 2 * tp + fp + fn)
+    end_progress = r.ckpt_done / r.n_ckpt
+    after_peak = np.where(hack, np.maximum(end_progress - r.peak_progress, 0.0), 0.0)
+    wasted = float(np.sum(r.gpus * r.duration * after_peak))
+    tp_mask = hack & flag
+    late = tp_mask & (end_progress >= r.peak_progress)
+    delay = (end_progress - r.peak_progress) * r.n_ckpt
+    delivered_q = r.true_eval[np.arange(n), r.delivered]
+    regret = r.true_eval.max(axis=1) - delivered_q
+    makespan = float(r.finish.max() - r.arrival.min())
+    gpu_hours = float(r.gpu_hours.sum())
+    m: dict[str, float] = {
+        "n_jobs": float(n),
+        "n_hacking": float(hack.sum()),
+        "n_stopped": float(flag.sum()),
+        "mean_jct_h": float(jct.mean()),
+        "p50_jct_h": float(np.percentile(jct, 50)),
+        "p95_jct_h": float(np.percentile(jct, 95)),
+        "mean_wait_h": float(np.mean(r.first_start - r.arrival)),
+        "makespan_h": makespan,
+        "utilisation": _ratio(gpu_hours, r.num_gpus * makespan),
+        "gpu_hours": gpu_hours,
+        "wasted_gpu_hours": wasted,
+        "precision": precision,
+        "recall": recall,
+        "fpr": _ratio(fp, int(np.sum(~hack))),
+        "f1": f1,
+        "tp": float(tp),
+        "fp": float(fp),
+        "fn": float(fn),
+        "detection_delay_evals": float(delay[late].mean()) if late.any() else float("nan"),
+        "stops_before_peak": float(np.sum(tp_mask & (end_progress < r.peak_progress))),
+        "mean_delivered_quality": float(delivered_q.mean()),
+        "mean_regret": float(regret.mean()),
+    }
+    for t, name in enumerate(JOB_TYPES):
+        sel = r.job_type == t
+        m[f"mean_jct_h_{name}"] = float(jct[sel].mean()) if sel.any() else float("nan")
+    return m

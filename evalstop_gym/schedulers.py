@@ -1,0 +1,150 @@
+"""Base schedulers: each one only says which job should run first.
+
+A scheduler is a small class with one method, :meth:`Scheduler.key`: lower
+keys run first.  The engine keeps waiting jobs in heaps ordered by that key
+and, for a ``preemptive`` scheduler, preempts running jobs whose key is worse
+than the best waiting job's.  Keys are recomputed whenever the engine learns
+something new about a job (it enters the queue, or reports an eval
+checkpoint), which is what a real platform sees: progress and loss arrive
+with checkpoints.
+
+Adding a scheduler means subclassing :class:`Scheduler` with a ``name``; the
+class registers itself and ``SimConfig(scheduler=name)`` finds it.  The
+engine does not change.
+
+Keys may read only what a platform knows about a job: arrival time, GPU
+demand, the duration *estimate*, time run so far, checkpoints done and the
+observed losses.  Never the true duration or the hack label.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .engine import Job
+
+Key = float | tuple[float, ...]
+
+SCHEDULERS: dict[str, type[Scheduler]] = {}
+
+
+class Scheduler:
+    """Orders jobs; lower :meth:`key` runs first.  Ties go to the earlier job."""
+
+    name: ClassVar[str]
+    #: Whether a waiting job with a better key may take GPUs from a running one.
+    preemptive: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            SCHEDULERS[cls.name] = cls
+
+    def key(self, job: Job) -> Key:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Fifo(Scheduler):
+    """First in, first out (with backfilling of jobs that fit)."""
+
+    name = "fifo"
+
+    def key(self, job: Job) -> Key:
+        return job.arrival
+
+
+class SjfEst(Scheduler):
+    """Shortest job first on the *estimated* duration; non-preemptive."""
+
+    name = "sjf-est"
+
+    def key(self, job: Job) -> Key:
+        return job.estimate
+
+
+class SrtfEst(Scheduler):
+    """Shortest remaining time first on the estimate minus time run; preemptive."""
+
+    name = "srtf-est"
+    preemptive = True
+
+    def key(self, job: Job) -> Key:
+        return max(job.estimate - job.work_done, 0.0)
+
+
+class LossAware(Scheduler):
+    """SLAQ-like (Zhang et al., SoCC'17): favour the largest recent loss reduction.
+
+    The key is minus the relative training-loss reduction per GPU-hour over the
+    last ``window`` checkpoints; jobs that have not reported yet come first (as
+    in SLAQ, a new job's early loss reduction is the largest).  Preemptive, so
+    GPUs move to the jobs whose loss improves fastest, which is exactly why a
+    reward-hacking run (whose loss keeps falling) keeps its GPUs.
+    """
+
+    name = "loss-aware"
+    preemptive = True
+
+    def __init__(self, window: int = 2) -> None:
+        if not isinstance(window, int) or window < 1:
+            raise ConfigError("scheduler_options.window", window, "an integer >= 1")
+        self.window = window
+
+    def key(self, job: Job) -> Key:
+        i = job.ckpt_done
+        if i == 0:
+            return -math.inf
+        j = max(i - self.window, 0)
+        before = job.loss[j - 1] if j > 0 else 1.0  # losses are relative to their initial value
+        # Run time between checkpoints is observed by the platform (wall clock).
+        hours = job.gpus * job.work_done * (i - j) / i
+        return -(before - job.loss[i - 1]) / hours
+
+    def __repr__(self) -> str:
+        return f"LossAware(window={self.window})"
+
+
+class Tiresias(Scheduler):
+    """Discretised 2D-LAS (Gu et al., NSDI'19): non-clairvoyant, preemptive.
+
+    Jobs sit in priority queues by attained service (GPUs x hours run); a job
+    is demoted when its service crosses a threshold; FIFO within a queue.
+    """
+
+    name = "tiresias"
+    preemptive = True
+
+    def __init__(self, thresholds: tuple[float, ...] = (8.0, 64.0)) -> None:
+        th = tuple(thresholds)
+        if not th or any(not t > 0 for t in th) or list(th) != sorted(th):
+            raise ConfigError(
+                "scheduler_options.thresholds",
+                thresholds,
+                "increasing positive GPU-hour thresholds, e.g. (8.0, 64.0)",
+            )
+        self.thresholds = th
+
+    def key(self, job: Job) -> Key:
+        service = job.gpus * job.work_done
+        queue = sum(1 for t in self.thresholds if service >= t)
+        return (float(queue), job.arrival)
+
+    def __repr__(self) -> str:
+        return f"Tiresias(thresholds={self.thresholds})"
+
+
+def make_scheduler(name: str, **options: Any) -> Scheduler:
+    """Instantiate a registered scheduler by name with its options."""
+    if name not in SCHEDULERS:
+        raise ConfigError("scheduler", name, f"one of {sorted(SCHEDULERS)}")
+    try:
+        return SCHEDULERS[name](**options)
+    except TypeError as e:
+        raise ConfigError("scheduler_options", options, f"options of {name!r}: {e}") from None
