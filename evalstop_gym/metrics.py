@@ -50,7 +50,8 @@ METRIC_KEYS: tuple[str, ...] = (
     "stops_before_peak",
     "mean_delivered_quality",
     "mean_regret",
-) + tuple(f"mean_jct_h_{t}" for t in JOB_TYPES)
+    *(f"mean_jct_h_{t}" for t in JOB_TYPES),
+)
 
 
 @dataclass

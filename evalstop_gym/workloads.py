@@ -172,9 +172,7 @@ def _assign_types(
     return types.astype(np.int64), hacking
 
 
-def generate_jobs(
-    workload: Workload, num_gpus: int, rng: np.random.Generator
-) -> JobBatch:
+def generate_jobs(workload: Workload, num_gpus: int, rng: np.random.Generator) -> JobBatch:
     """Draw a synthetic episode: Poisson arrivals, types, sizes, durations."""
     n = workload.n_jobs
     for t, prof in enumerate(workload.profiles):
