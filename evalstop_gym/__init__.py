@@ -18,6 +18,18 @@ from .workloads import SAMPLE_TRACE, WORKLOADS, Workload
 
 __version__ = "0.1.0"
 
+
+def _register() -> None:
+    # Gymnasium 1.x has no plugin entry points: registering on import is the
+    # convention.  Idempotent, so re-imports and reloads do not warn.
+    from gymnasium.envs.registration import register, registry
+
+    if "EvalStop-v0" not in registry:
+        register(id="EvalStop-v0", entry_point="evalstop_gym.envs:EvalStopEnv")
+
+
+_register()
+
 __all__ = [
     "BOUNDARY_FIELDS",
     "CALIBRATIONS",

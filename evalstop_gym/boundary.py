@@ -8,8 +8,7 @@ true duration, noise-free curve) is not reachable from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .engine import Job
@@ -27,9 +26,11 @@ HIDDEN_FIELDS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class JobView:
+class JobView(NamedTuple):
     """What a stopper knows about the job at its current eval checkpoint.
+
+    An immutable tuple of numbers (cheap to build at every checkpoint, and
+    holding no reference to any simulator object).
 
     Attributes:
         job_type: 0 LoRA, 1 DPO, 2 RLHF.
@@ -51,9 +52,5 @@ def make_view(job: Job, window: int) -> JobView:
     i = job.ckpt_done
     lo = max(0, i - window)
     return JobView(
-        job_type=job.job_type,
-        evals=tuple(job.obs_eval[lo:i]),
-        consecutive_declines=job.declines,
-        progress=i / job.n_ckpt,
-        loss=tuple(job.loss[lo:i]),
+        job.job_type, tuple(job.obs_eval[lo:i]), job.declines, i / job.n_ckpt, tuple(job.loss[lo:i])
     )

@@ -153,6 +153,7 @@ class Simulator:
         self.seed = seed
         self.num_gpus = config.num_gpus
         self.scheduler = config.make_scheduler()
+        self.preemptive = self.scheduler.preemptive
         self.window = config.resolved_eval_window()
         self.eval_noise = config.resolved_eval_noise()
         self.calibration = config.resolved_calibration()
@@ -230,6 +231,10 @@ class Simulator:
         return self._pending is None and self.n_done == len(self.jobs)
 
     @property
+    def n_waiting(self) -> int:
+        return self._n_waiting
+
+    @property
     def pending_view(self) -> JobView | None:
         """The view of the job awaiting a decision, if any."""
         return None if self._pending is None else make_view(self._pending, self.window)
@@ -281,9 +286,10 @@ class Simulator:
             self._schedule()
         else:
             self._push_next_checkpoint(job)
-            if self.scheduler.preemptive:
+            if self.preemptive:
                 self._push_running(job)  # its key changed with the new checkpoint
-                self._schedule()
+                if self._n_waiting:
+                    self._schedule()
 
     def run(self, stopper: Stopper | None = None) -> dict[str, float]:
         """Run the episode to the end with ``stopper`` (None never stops); return metrics."""
@@ -374,9 +380,10 @@ class Simulator:
         if math.isnan(job.first_start):
             job.first_start = self.now
         self._push_next_checkpoint(job)
-        if self.scheduler.preemptive:
+        if self.preemptive:
             self._push_running(job)
-        self._log("start", job)
+        if self.events is not None:
+            self._log("start", job)
 
     def _push_next_checkpoint(self, job: Job) -> None:
         work_at_next = job.duration * (job.ckpt_done + 1) / job.n_ckpt
@@ -406,7 +413,8 @@ class Simulator:
             job.declines = 0
         if job.best_idx < 0 or ev[i - 1] > ev[job.best_idx]:
             job.best_idx = i - 1
-        self._log("eval", job)
+        if self.events is not None:
+            self._log("eval", job)
         if i == job.n_ckpt:
             self._finish(job, stopped=False)
             self._schedule()

@@ -2,7 +2,9 @@
 
 Definitions (positive = a hacking run; flagged = stopped by the policy):
 
-* ``jct``: finish (or stop) time - arrival, hours.  Mean, p50, p95, per type.
+* ``jct``: finish (or stop) time - arrival, hours.  Mean, p50, p95, per type,
+  and ``mean_jct_h_completed`` over the jobs that ran to the end (what the
+  jobs that were not stopped gain from the GPUs the stopped ones freed).
 * ``makespan_h``: last finish - first arrival.  ``utilisation``: GPU-hours
   consumed / (GPUs x makespan).
 * ``gpu_hours``: GPU-hours consumed.  ``wasted_gpu_hours``: GPU-hours a hacking
@@ -34,6 +36,7 @@ METRIC_KEYS: tuple[str, ...] = (
     "mean_jct_h",
     "p50_jct_h",
     "p95_jct_h",
+    "mean_jct_h_completed",
     "mean_wait_h",
     "makespan_h",
     "utilisation",
@@ -109,6 +112,7 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
         "mean_jct_h": float(jct.mean()),
         "p50_jct_h": float(np.percentile(jct, 50)),
         "p95_jct_h": float(np.percentile(jct, 95)),
+        "mean_jct_h_completed": float(jct[~flag].mean()) if (~flag).any() else float("nan"),
         "mean_wait_h": float(np.mean(r.first_start - r.arrival)),
         "makespan_h": makespan,
         "utilisation": _ratio(gpu_hours, r.num_gpus * makespan),

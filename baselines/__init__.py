@@ -1,0 +1,31 @@
+"""Stopping policies for EvalStop-v0 (scripted and learned) and their benchmarks.
+
+from baselines import NoStop, EvalStop, StopAtProgress, LossPlateau, evaluate
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .evaluate import evaluate, run_episode
+from .policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress, scripted_policies
+
+__all__ = [
+    "EvalStop",
+    "LossPlateau",
+    "NoStop",
+    "Policy",
+    "StopAtProgress",
+    "evaluate",
+    "run_episode",
+    "scripted_policies",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Learned policies need torch and SB3: import them only when asked for.
+    if name == "Learned":
+        from .learned import Learned
+
+        return Learned
+    raise AttributeError(f"module 'baselines' has no attribute {name!r}")

@@ -1,0 +1,40 @@
+"""Run a policy through ``EvalStop-v0``: the one path scripted and learned stoppers share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import gymnasium as gym
+
+import evalstop_gym  # noqa: F401  (registers EvalStop-v0)
+
+from .policies import Policy
+
+
+def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
+    """One episode of ``policy`` on ``EvalStop-v0`` built with ``env_kwargs``.
+
+    Returns the episode's metrics plus ``seed``, ``policy``, ``steps`` and
+    ``return`` (the sum of rewards, equal to the closed form of the reward mode).
+    """
+    env = gym.make("EvalStop-v0", disable_env_checker=True, **env_kwargs)
+    try:
+        policy.reset()
+        obs, info = env.reset(seed=seed)
+        total, steps, terminated, truncated = 0.0, 0, False, False
+        while not (terminated or truncated):
+            obs, reward, terminated, truncated, info = env.step(policy.act(obs))
+            total += float(reward)
+            steps += 1
+    finally:
+        env.close()
+    row: dict[str, Any] = {"policy": policy.name, "seed": int(seed), "steps": steps}
+    row.update(info["episode_metrics"])
+    row["return"] = total
+    return row
+
+
+def evaluate(policy: Policy, seeds: Iterable[int], **env_kwargs: Any) -> list[dict[str, Any]]:
+    """Each seed's episode metrics of ``policy`` (a list of flat dicts)."""
+    return [run_episode(policy, int(s), **env_kwargs) for s in seeds]

@@ -1,0 +1,390 @@
+"""``EvalStop-v0``: the Gymnasium environment, a thin layer over the simulator."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from .boundary import BOUNDARY_FIELDS, JobView
+from .config import SimConfig
+from .engine import Simulator
+from .errors import ConfigError
+from .workloads import JOB_TYPES
+
+REWARD_MODES: tuple[str, ...] = ("utility", "system")
+_EVAL_BOUND = 10.0
+_LOSS_BOUND = 10.0
+_ONE_HOT = np.eye(len(JOB_TYPES), dtype=np.float32)
+
+
+def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """Validate ``obs_fields`` (a list or a comma-separated string) in whitelist order."""
+    if obs_fields is None:
+        return BOUNDARY_FIELDS
+    if isinstance(obs_fields, str):
+        obs_fields = [f.strip() for f in obs_fields.split(",") if f.strip()]
+    fields = list(obs_fields)
+    unknown = [f for f in fields if f not in BOUNDARY_FIELDS]
+    if unknown or not fields or len(set(fields)) != len(fields):
+        raise ConfigError(
+            "obs_fields",
+            obs_fields,
+            f"a non-empty subset, without repeats, of the boundary fields {list(BOUNDARY_FIELDS)}",
+        )
+    return tuple(f for f in BOUNDARY_FIELDS if f in fields)
+
+
+class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
+    """
+    ## Description
+
+    A 64-GPU, multi-tenant LLM fine-tuning cluster in which some RLHF runs
+    reward-hack: their proxy reward and training loss keep improving while their
+    downstream eval score peaks and then falls.  A base scheduler (FIFO,
+    SJF-Est, SRTF-Est, LossAware, Tiresias) runs the cluster; the agent is the
+    *stopper* wrapped around it, as in the EvalStop paper.  Each step is one
+    eval checkpoint of one job: the agent sees what the platform may see of that
+    job (the information boundary) and decides to let it continue or to stop it,
+    which frees its GPUs at once and delivers its best observed checkpoint.
+
+    ## Action Space
+
+    `Discrete(2)`: `0` continue, `1` stop and save the best observed checkpoint.
+
+    ## Observation Space
+
+    A `Dict` of float32 `Box`es holding exactly the boundary fields listed in
+    `obs_fields` (all by default).  W is `eval_window`, by default the number of
+    checkpoints a job declares (10 in the paper calibration).
+
+    | key | shape | meaning | min | max |
+    |---|---|---|---|---|
+    | `job_type` | (3,) | one-hot LoRA, DPO, RLHF | 0 | 1 |
+    | `evals` | (2W,) | first W: the last W observed eval scores, oldest first, right-aligned and zero-padded (clipped to ±10); last W: 1 where a score is present, else 0 | -10 | 10 |
+    | `consecutive_declines` | (1,) | evals in a row lower than the one before | 0 | K |
+    | `progress` | (1,) | declared progress, checkpoints done / declared | 0 | 1 |
+    | `loss` | (2W,) | the same for the training loss (relative to its initial value) | 0 | 10 |
+
+    Hidden and never observed (nor in a step's `info`): the hack label, the true
+    peak, the true duration, the noise-free curve.
+
+    ## Rewards
+
+    `reward="utility"` (default), per job: delivered true quality minus a price on
+    GPU-hours.  At a decision on job j at checkpoint i (of K), the reward is
+    `-price * GPUs_j * T_j / K` (the segment just run), plus `Q_j(best observed)`
+    if the action stops the job, plus `Q_j(K) - price * GPUs_j * T_j / K` if the
+    action continues at the last decision (i = K - 1), after which the job surely
+    completes.  So the episode return is, in closed form,
+    `sum_j [Q_j(delivered) - price * GPU-hours_j]`; under privileged knowledge
+    its optimum is to stop each hacking run right after its peak and never stop a
+    healthy one.  `Q` is the noise-free eval score; `price` is `gpu_hour_price`.
+
+    `reward="system"`: time in system plus quality (park/Decima style).  The
+    reward of a step is `-time_cost * (integral of jobs in system dt)` over the
+    simulated time from this decision to the next, plus `quality_weight * Q` of
+    every job delivered in that interval.  The return is, in closed form,
+    `-time_cost * sum_j JCT_j + quality_weight * sum_j Q_j(delivered)`.
+
+    ## Starting State
+
+    `reset(seed=s)` draws a new workload (arrivals, sizes, durations, hack
+    labels, curves, noise) from `s` and runs the cluster to the first checkpoint
+    that needs a decision.
+
+    ## Episode End
+
+    Terminated when every job has finished or been stopped; the final step's
+    `info["episode_metrics"]` holds the episode's metrics (JCT, waste,
+    precision, recall, ...).  No truncation: an episode has at most
+    `sum_j (K - 1)` steps.
+
+    ## Arguments
+
+    ```python
+    gym.make("EvalStop-v0", workload="heavy-rlhf", scheduler="srtf-est", num_gpus=64,
+             n_jobs=None, load=None, eval_noise=None, hack_fraction=None,
+             eval_window=None, obs_fields=None, reward="utility",
+             trace=None, trace_cluster=None, calibration="paper",
+             gpu_hour_price=1e-4, time_cost=0.01, quality_weight=1.0, render_mode=None)
+    ```
+
+    `workload`: `heavy-rlhf`, `balanced` or `light-rlhf`.  `scheduler`: `fifo`,
+    `sjf-est`, `srtf-est`, `loss-aware`, `tiresias`.  `n_jobs`, `load`,
+    `eval_noise`, `hack_fraction`: override the preset (None keeps it).
+    `trace`: a CSV in the Philly format to replay (`n_jobs=None` replays all of
+    it); `trace_cluster`: keep one virtual cluster.  `obs_fields`: a list or a
+    comma-separated string of boundary fields.  `calibration`: `paper` or
+    `realistic` (see docs/CALIBRATION.md).
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        workload: str = "heavy-rlhf",
+        scheduler: str = "srtf-est",
+        num_gpus: int = 64,
+        n_jobs: int | None = None,
+        load: float | None = None,
+        eval_noise: float | None = None,
+        hack_fraction: float | None = None,
+        eval_window: int | None = None,
+        obs_fields: str | list[str] | None = None,
+        reward: str = "utility",
+        trace: str | None = None,
+        trace_cluster: str | None = None,
+        calibration: str = "paper",
+        gpu_hour_price: float = 1e-4,
+        time_cost: float = 0.01,
+        quality_weight: float = 1.0,
+        render_mode: str | None = None,
+    ) -> None:
+        self.config = SimConfig(
+            num_gpus=num_gpus,
+            workload=workload,
+            scheduler=scheduler,
+            calibration=calibration,
+            eval_noise=eval_noise,
+            hack_fraction=hack_fraction,
+            load=load,
+            n_jobs=n_jobs,
+            trace=trace,
+            trace_cluster=trace_cluster,
+            eval_window=eval_window,
+        )
+        if reward not in REWARD_MODES:
+            raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")
+        for name, value in (
+            ("gpu_hour_price", gpu_hour_price),
+            ("time_cost", time_cost),
+            ("quality_weight", quality_weight),
+        ):
+            if not isinstance(value, int | float) or not value >= 0 or not np.isfinite(value):
+                raise ConfigError(name, value, "a finite number >= 0")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(
+                "render_mode", render_mode, f"None or {self.metadata['render_modes']}"
+            )
+        self.reward_mode = reward
+        self.gpu_hour_price = float(gpu_hour_price)
+        self.time_cost = float(time_cost)
+        self.quality_weight = float(quality_weight)
+        self.render_mode = render_mode
+        self.obs_fields = parse_obs_fields(obs_fields)
+        self.window = self.config.resolved_eval_window()
+        k = self.config.resolved_calibration().evals_per_job
+        w = self.window
+        all_spaces = {
+            "job_type": spaces.Box(0.0, 1.0, (len(JOB_TYPES),), np.float32),
+            "evals": spaces.Box(-_EVAL_BOUND, _EVAL_BOUND, (2 * w,), np.float32),
+            "consecutive_declines": spaces.Box(0.0, float(k), (1,), np.float32),
+            "progress": spaces.Box(0.0, 1.0, (1,), np.float32),
+            "loss": spaces.Box(0.0, _LOSS_BOUND, (2 * w,), np.float32),
+        }
+        self.observation_space = spaces.Dict({f: all_spaces[f] for f in self.obs_fields})
+        self.action_space = spaces.Discrete(2)
+        self.sim: Simulator | None = None
+        self._true: list[list[float]] = []
+        self._view: JobView | None = None
+        self._last_jobs_area = 0.0
+        self._n_delivered = 0
+        self._return_parts = {"quality": 0.0, "gpu_cost": 0.0, "time_in_system": 0.0}
+
+    # ----------------------------------------------------------------- gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        # Every draw of the episode comes from self.np_random: one integer seeds
+        # the simulator's independent streams.
+        sim_seed = int(self.np_random.integers(0, 2**63 - 1))
+        self.sim = Simulator(self.config, sim_seed)
+        self._true = self.sim.curves.true_eval.tolist()  # list rows: fast per-step reads
+        self._last_jobs_area = 0.0
+        self._n_delivered = 0
+        self._return_parts = {"quality": 0.0, "gpu_cost": 0.0, "time_in_system": 0.0}
+        self._view = self.sim.advance()
+        if self._view is None:  # pragma: no cover - every job has >= 1 decision
+            raise RuntimeError("the episode has no decision to make")
+        if self.reward_mode == "system":
+            self._collect_system_reward()  # time before the first decision is not the agent's
+            self._return_parts["time_in_system"] = 0.0
+            self._return_parts["quality"] = 0.0
+        return self._obs(self._view), self._info()
+
+    def step(
+        self, action: Any
+    ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("step() called before reset(): call env.reset() first")
+        if self._view is None:
+            raise RuntimeError("step() called after the episode ended: call env.reset()")
+        stop = self._parse_action(action)
+        job = sim._pending
+        reward = self._utility_reward(job, stop) if self.reward_mode == "utility" else 0.0
+        sim.decide(stop)
+        self._view = sim.advance()
+        if self.reward_mode == "system":
+            reward = self._collect_system_reward()
+        terminated = self._view is None
+        info = self._info()
+        if terminated:
+            obs = {k: np.zeros(s.shape, np.float32) for k, s in self.observation_space.items()}
+            info["episode_metrics"] = self.episode_metrics()
+        else:
+            obs = self._obs(self._view)
+        return obs, float(reward), terminated, False, info
+
+    def render(self) -> str | np.ndarray | None:
+        if self.render_mode == "ansi":
+            return self._render_ansi()
+        if self.render_mode == "rgb_array":
+            return self._render_rgb()
+        return None
+
+    def _render_rgb(self) -> np.ndarray:
+        """A 96 x 320 picture: one cell per GPU (busy dark), then the job's eval bars."""
+        img = np.full((96, 320, 3), 255, np.uint8)
+        sim = self.sim
+        if sim is None:
+            return img
+        g, used = sim.num_gpus, sim.num_gpus - sim.free
+        cols = min(g, 64)
+        per_cell = g / cols
+        cw = 320 // cols
+        for c in range(cols):
+            busy = c * per_cell < used
+            img[4:28, c * cw + 1 : (c + 1) * cw - 1] = (40, 40, 40) if busy else (200, 220, 200)
+        v = self._view
+        if v is not None and v.evals:
+            evals = np.asarray(v.evals)
+            lo, hi = float(evals.min()) - 0.05, float(evals.max()) + 0.05
+            bw = 320 // max(len(evals), 1)
+            for i, e in enumerate(evals):
+                h = int(60 * (e - lo) / (hi - lo))
+                color = (200, 60, 60) if i == len(evals) - 1 else (60, 90, 200)
+                img[94 - h : 94, i * bw + 2 : (i + 1) * bw - 2] = color
+        return img
+
+    # -------------------------------------------------------------- internals
+    def _parse_action(self, action: Any) -> bool:
+        if type(action) is int or isinstance(action, np.integer):  # the fast, common path
+            if action == 0 or action == 1:
+                return action == 1
+        else:
+            arr = np.asarray(action)
+            if arr.size == 1 and arr.dtype.kind in "iub" and int(arr.item()) in (0, 1):
+                return int(arr.item()) == 1
+        raise ValueError(f"action={action!r} is not allowed: 0 (continue) or 1 (stop and save)")
+
+    def _utility_reward(self, job: Any, stop: bool) -> float:
+        true = self._true[job.jid]
+        seg_cost = self.gpu_hour_price * job.gpus * job.duration / job.n_ckpt
+        cost, quality = seg_cost, 0.0
+        if stop:
+            quality = float(true[job.best_idx])
+        elif job.ckpt_done == job.n_ckpt - 1:
+            quality = float(true[-1])
+            cost += seg_cost
+        self._return_parts["quality"] += quality
+        self._return_parts["gpu_cost"] -= cost
+        return quality - cost
+
+    def _collect_system_reward(self) -> float:
+        sim = self.sim
+        assert sim is not None
+        area = sim.jobs_area - self._last_jobs_area
+        self._last_jobs_area = sim.jobs_area
+        quality = 0.0
+        order = sim.finished_order
+        for jid in order[self._n_delivered :]:
+            j = sim.jobs[jid]
+            quality += self._true[jid][j.best_idx if j.stopped else j.n_ckpt - 1]
+        self._n_delivered = len(order)
+        self._return_parts["time_in_system"] -= self.time_cost * area
+        self._return_parts["quality"] += self.quality_weight * quality
+        return -self.time_cost * area + self.quality_weight * quality
+
+    def _obs(self, view: JobView) -> dict[str, np.ndarray]:
+        obs: dict[str, np.ndarray] = {}
+        fields = self.obs_fields
+        if "job_type" in fields:
+            obs["job_type"] = _ONE_HOT[view.job_type].copy()
+        if "evals" in fields:
+            obs["evals"] = self._padded(view.evals, _EVAL_BOUND, -_EVAL_BOUND)
+        if "consecutive_declines" in fields:
+            obs["consecutive_declines"] = np.array([view.consecutive_declines], np.float32)
+        if "progress" in fields:
+            obs["progress"] = np.array([view.progress], np.float32)
+        if "loss" in fields:
+            obs["loss"] = self._padded(view.loss, _LOSS_BOUND, 0.0)
+        return obs
+
+    def _padded(self, values: tuple[float, ...], hi: float, lo: float) -> np.ndarray:
+        # [v_1 .. v_W, m_1 .. m_W]: values right-aligned (newest last), then the mask.
+        w = self.window
+        out = np.zeros(2 * w, np.float32)
+        n = len(values)
+        if n:
+            out[w - n : w] = values
+            out[2 * w - n :] = 1.0
+            if max(values) > hi or min(values) < lo:  # rare: clip only when needed
+                np.clip(out[:w], lo, hi, out=out[:w])
+        return out
+
+    def _info(self) -> dict[str, Any]:
+        sim = self.sim
+        assert sim is not None
+        return {
+            "time_h": float(sim.now),
+            "free_gpus": int(sim.free),
+            "jobs_in_system": int(sim.n_in_system),
+            "jobs_done": int(sim.n_done),
+            "decisions": int(sim.n_decisions),
+        }
+
+    def episode_metrics(self) -> dict[str, float]:
+        """Metrics of the finished episode, plus the return's components."""
+        sim = self.sim
+        if sim is None or not sim.done:
+            raise RuntimeError("episode_metrics() needs a finished episode")
+        m = sim.metrics()
+        for k, v in self._return_parts.items():
+            m[f"return_{k}"] = float(v)
+        m["return"] = float(sum(self._return_parts.values()))
+        return m
+
+    def _render_ansi(self) -> str:
+        sim = self.sim
+        if sim is None:
+            return "EvalStop-v0 (not reset)"
+        g = sim.num_gpus
+        used = g - sim.free
+        width = 40
+        bar = "#" * round(width * used / g) + "." * (width - round(width * used / g))
+        lines = [
+            f"t = {sim.now:8.2f} h   GPUs [{bar}] {used}/{g} busy",
+            f"jobs: {sim.n_in_system} in system, {sim.n_waiting} waiting, "
+            f"{sim.n_done}/{len(sim.jobs)} done, {sim.n_decisions} decisions",
+        ]
+        v = self._view
+        if v is None:
+            lines.append("episode over")
+        else:
+            spark = " ".join(f"{e:.3f}" for e in v.evals[-6:])
+            lines.append(
+                f"deciding: {JOB_TYPES[v.job_type].upper()} job at progress {v.progress:.0%}, "
+                f"{v.consecutive_declines} consecutive decline(s)"
+            )
+            lines.append(f"  last evals: {spark}")
+            lines.append(f"  last loss : {' '.join(f'{x:.3f}' for x in v.loss[-6:])}")
+        return "\n".join(lines) + "\n"
