@@ -50,7 +50,7 @@ def test_policies_reject_bad_parameters_and_missing_fields() -> None:
         StopAtProgress(1.5)
     with pytest.raises(ConfigError, match="window"):
         LossPlateau(window=0)
-    with pytest.raises(KeyError, match="consecutive_declines.*obs_fields"):
+    with pytest.raises(KeyError, match=r"consecutive_declines.*obs_fields"):
         EvalStop().act({"evals": np.zeros(20, np.float32)})
 
 

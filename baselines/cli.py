@@ -1,0 +1,166 @@
+"""The ``evalstop-gym`` command line.
+
+evalstop-gym benchmark            the four scripted stoppers on one setting
+evalstop-gym reproduce [--quick]  the paper's experiments, CSV + REPORT.md + plots
+evalstop-gym train ...            a learned stopper with Stable-Baselines3
+evalstop-gym curves ...           real micro-RLHF training curves
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from .envargs import add_env_arguments, env_kwargs_from_args
+
+
+def _table(title: str, summary: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .stats import fmt_ci
+
+    t = Table(title=title)
+    cols = [
+        ("policy", None, None),
+        ("JCT h", "mean_jct_h", 1.0),
+        ("ΔJCT %", "d_jct_pct", 1.0),
+        ("waste GPU-h", "wasted_gpu_hours", 1.0),
+        ("Δwaste %", "d_waste_pct", 1.0),
+        ("precision %", "precision", 100.0),
+        ("recall %", "recall", 100.0),
+        ("FPR %", "fpr", 100.0),
+        ("quality", "mean_delivered_quality", 1.0),
+    ]
+    for name, _, _ in cols:
+        t.add_column(name, justify="right" if name != "policy" else "left")
+    for s in summary:
+        cells = [s["policy"] if s.get("group") in (None, "") else f"{s['policy']} ({s['group']})"]
+        for _, m, scale in cols[1:]:
+            digits = 3 if m == "mean_delivered_quality" else 1 if m != "wasted_gpu_hours" else 0
+            cells.append(fmt_ci(s[m], s[f"{m}_ci95"], scale, digits))
+        t.add_row(*cells)
+    console = Console()
+    if not console.is_terminal:  # a pipe or a CI log: do not wrap the table at 80 columns
+        console = Console(width=170)
+    console.print(t)
+
+
+def cmd_benchmark(args: argparse.Namespace) -> int:
+    from .experiments import SCRIPTED, Cell
+    from .report import add_deltas, summarise
+    from .runner import _worker
+
+    env = env_kwargs_from_args(args)
+    t0 = time.perf_counter()
+    rows = []
+    cells = [Cell("bench", "", p, env) for p in SCRIPTED]
+    from concurrent.futures import ProcessPoolExecutor
+
+    tasks = [(c, s) for c in cells for s in range(args.seeds)]
+    if args.workers == 1:
+        rows = [_worker(c.to_dict(), s) for c, s in tasks]
+    else:
+        with ProcessPoolExecutor(args.workers) as pool:
+            rows = list(pool.map(_worker, [c.to_dict() for c, _ in tasks], [s for _, s in tasks]))
+    add_deltas(rows)
+    summary = summarise(rows)
+    shown = (
+        ", ".join(f"{k}={v}" for k, v in env.items()) or "defaults (heavy-rlhf, srtf-est, 64 GPUs)"
+    )
+    _table(
+        f"Scripted stoppers on EvalStop-v0 — {shown} — {args.seeds} seeds, mean ± 95 % CI", summary
+    )
+    print(f"{len(rows)} episodes in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .reproduce import reproduce
+
+    extra = []
+    res = reproduce(
+        args.out,
+        quick=args.quick,
+        seeds=args.seeds,
+        n_jobs=args.n_jobs,
+        experiments=args.experiments.split(",") if args.experiments else None,
+        backend=args.backend,
+        workers=args.workers,
+        address=args.address,
+        resume=args.resume,
+        fresh=args.fresh,
+        extra_cells=extra,
+        env=env_kwargs_from_args(args),
+    )
+    e1 = [s for s in res.summary if s["experiment"] == "E1"]
+    if e1:
+        _table("E1 — heavy-RLHF on SRTF-Est (mean ± 95 % CI over seeds)", e1)
+    print(
+        f"{res.ran} episodes run, {res.reused} reused, in {res.seconds:.1f} s; "
+        f"report: {res.out / 'REPORT.md'}"
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="evalstop-gym", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("benchmark", help="the scripted stoppers on one setting, as a table")
+    b.add_argument("--seeds", type=int, default=10, help="episodes per policy (default 10)")
+    b.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    add_env_arguments(b)
+    b.set_defaults(func=cmd_benchmark)
+
+    r = sub.add_parser("reproduce", help="the paper's experiments E1-E5: CSV, REPORT.md, plots")
+    r.add_argument("--quick", action="store_true", help="fewer seeds and jobs (about a minute)")
+    r.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 50; quick 10)")
+    r.add_argument(
+        "--n-jobs", type=int, default=None, help="jobs per episode (default 200; quick 150)"
+    )
+    r.add_argument("--out", default="results", help="output folder (default results/)")
+    r.add_argument("--experiments", default=None, help="comma-separated subset, e.g. E1,E3")
+    r.add_argument("--backend", choices=("local", "ray"), default="local")
+    r.add_argument(
+        "--workers", type=int, default=None, help="parallel workers (default: all cores)"
+    )
+    r.add_argument("--address", default=None, help="address of an existing Ray cluster")
+    r.add_argument("--resume", action="store_true", help="reuse finished (cell, seed) results")
+    r.add_argument("--fresh", action="store_true", help="discard earlier results in OUT/raw")
+    r.set_defaults(func=cmd_reproduce)
+
+    try:
+        from .train import add_train_parser
+    except ImportError:  # pragma: no cover - the module ships with the package
+        add_train_parser = None
+    if add_train_parser is not None:
+        add_train_parser(sub)
+    try:
+        from .micro_rlhf.generate import add_arguments as add_curves_args
+        from .micro_rlhf.generate import run as run_curves
+    except ImportError:
+        add_curves_args = None
+    if add_curves_args is not None:
+        c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
+        add_curves_args(c)
+        c.set_defaults(func=lambda a: run_curves(a) or 0)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileExistsError) as e:
+        print(f"evalstop-gym: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished results are on disk; rerun with --resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

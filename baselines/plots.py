@@ -1,0 +1,203 @@
+"""PNG figures of the reproduce report (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .experiments import SCRIPTED
+
+COLORS = {
+    "NoStop": "#777777",
+    "EvalStop": "#1f77b4",
+    "StopAt-0.65": "#d62728",
+    "LossPlateau": "#2ca02c",
+}
+
+
+def _series(summary: list[dict[str, Any]], exp: str, policy: str, metric: str):
+    rows = [s for s in summary if s["experiment"] == exp and s["policy"] == policy]
+    rows.sort(key=lambda s: float(s["group"].split("=")[1]))
+    x = [float(s["group"].split("=")[1]) for s in rows]
+    y = np.array([s[metric] for s in rows], dtype=float)
+    e = np.nan_to_num(np.array([s[f"{metric}_ci95"] for s in rows], dtype=float))
+    return x, y, e
+
+
+def plot_sweep(summary: list[dict[str, Any]], exp: str, xlabel: str, path: Path) -> Path:
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
+    pols = [
+        p
+        for p in dict.fromkeys(s["policy"] for s in summary if s["experiment"] == exp)
+        if p != "NoStop"
+    ]
+    for ax, metric in zip(axes, ("precision", "recall", "fpr")):
+        for p in pols:
+            x, y, e = _series(summary, exp, p, metric)
+            ax.errorbar(
+                x, 100 * y, yerr=100 * e, marker="o", capsize=3, label=p, color=COLORS.get(p)
+            )
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"{metric} (%)" if metric != "fpr" else "FPR (%)")
+        ax.set_ylim(-3, 103)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{exp}: detection quality against {xlabel} (mean ± 95 % CI)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_schedulers(summary: list[dict[str, Any]], path: Path) -> Path:
+    rows = [s for s in summary if s["experiment"] == "E2" and s["policy"] == "EvalStop"]
+    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+    names = [s["group"] for s in rows]
+    x = np.arange(len(rows))
+    for off, (metric, label, color) in enumerate(
+        (
+            ("d_jct_pct", "ΔJCT (all jobs)", "#1f77b4"),
+            ("d_jct_completed_pct", "ΔJCT (jobs not stopped)", "#9ecae1"),
+            ("d_waste_pct", "Δwaste", "#ff7f0e"),
+        )
+    ):
+        y = [s[metric] for s in rows]
+        e = np.nan_to_num([s[f"{metric}_ci95"] for s in rows])
+        ax.bar(x + (off - 1) * 0.27, y, 0.27, yerr=e, capsize=3, label=label, color=color)
+    ax.axhspan(-25.2, -8.9, color="grey", alpha=0.15, label="paper's ΔJCT range")
+    ax.set_xticks(x, names)
+    ax.set_ylabel("change vs NoStop (%)")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.legend(fontsize=8)
+    ax.set_title("E2: EvalStop over each base scheduler (mean ± 95 % CI)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
+    rows = [s for s in summary if s["experiment"] == "E5" and s["policy"] != "NoStop"]
+    k = [int(s["policy"].split("=")[1]) for s in rows]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
+    for metric, label in (("precision", "precision"), ("recall", "recall"), ("fpr", "FPR")):
+        a1.errorbar(
+            k,
+            [100 * s[metric] for s in rows],
+            yerr=np.nan_to_num([100 * s[f"{metric}_ci95"] for s in rows]),
+            marker="o",
+            capsize=3,
+            label=label,
+        )
+    a1.set_xlabel("k (consecutive declines)")
+    a1.set_ylabel("%")
+    a1.legend()
+    a1.grid(alpha=0.3)
+    a2.errorbar(
+        k,
+        [s["detection_delay_evals"] for s in rows],
+        yerr=np.nan_to_num([s["detection_delay_evals_ci95"] for s in rows]),
+        marker="s",
+        capsize=3,
+        color="#9467bd",
+        label="detection delay (evals)",
+    )
+    a2.set_xlabel("k")
+    a2.set_ylabel("evals after the true peak")
+    a3 = a2.twinx()
+    a3.errorbar(
+        k,
+        [s["d_waste_pct"] for s in rows],
+        yerr=np.nan_to_num([s["d_waste_pct_ci95"] for s in rows]),
+        marker="^",
+        capsize=3,
+        color="#ff7f0e",
+        label="Δwaste %",
+    )
+    a3.set_ylabel("Δwaste vs NoStop (%)")
+    a2.legend(loc="upper left", fontsize=8)
+    a3.legend(loc="upper right", fontsize=8)
+    fig.suptitle("E5: the k trade-off — early detection against false positives")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_example_curves(env_kwargs: dict[str, Any], seed: int, path: Path) -> Path:
+    """Observed and true eval curves of a few hacking and healthy RLHF runs, with each stopper's stop."""
+    from evalstop_gym.envs import EvalStopEnv
+
+    stops: dict[str, dict[int, int]] = {}
+    env = EvalStopEnv(**env_kwargs)
+    for spec in SCRIPTED[1:]:
+        policy = spec.build()
+        obs, _ = env.reset(seed=seed)
+        done = False
+        fired: dict[int, int] = {}
+        while not done:
+            jid = env.sim.pending_job_id
+            a = policy.act(obs)
+            if a:
+                fired[jid] = env.sim.jobs[jid].ckpt_done
+            obs, _, done, _, _ = env.step(a)
+        stops[spec.label] = fired
+    sim = env.sim
+    b, c = sim.batch, sim.curves
+    rl = np.flatnonzero(b.job_type == 2)
+    hack = [int(j) for j in rl if b.hacking[j]][:3]
+    healthy = [int(j) for j in rl if not b.hacking[j]][:3]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), sharex=True, constrained_layout=True)
+    markers = {"EvalStop": "v", "StopAt-0.65": "x", "LossPlateau": "s"}
+    for row, jobs, title in ((0, hack, "hacking"), (1, healthy, "healthy")):
+        for col in range(3):
+            ax = axes[row, col]
+            if col >= len(jobs):
+                ax.axis("off")
+                continue
+            j = jobs[col]
+            p = c.progress
+            ax.plot(p, c.true_eval[j], color="black", lw=1.2, label="true eval")
+            ax.plot(p, c.obs_eval[j], "o", ms=3, color="#555555", label="observed eval")
+            if np.isfinite(c.peak_progress[j]) and c.peak_progress[j] < 1:
+                ax.axvline(c.peak_progress[j], color="grey", ls=":", label="true peak")
+            for name, fired in stops.items():
+                if j in fired:
+                    i = fired[j]
+                    ax.plot(
+                        p[i - 1],
+                        c.obs_eval[j][i - 1],
+                        markers[name],
+                        ms=10,
+                        mfc="none",
+                        mew=2,
+                        color=COLORS[name],
+                        label=f"{name} stops",
+                    )
+            ax.set_title(f"{title} RLHF job {j}")
+            ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    for ax in axes[1]:
+        ax.set_xlabel("declared progress")
+    fig.suptitle("Example eval curves and where each stopper fired")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def make_plots(out: Path, summary: list[dict[str, Any]], env_kwargs: dict[str, Any]) -> list[Path]:
+    exps = {s["experiment"] for s in summary}
+    paths = []
+    if "E3" in exps:
+        paths.append(plot_sweep(summary, "E3", "eval noise σ", out / "e3_noise.png"))
+    if "E4" in exps:
+        paths.append(plot_sweep(summary, "E4", "hack fraction", out / "e4_hack_fraction.png"))
+    if "E2" in exps:
+        paths.append(plot_schedulers(summary, out / "e2_schedulers.png"))
+    if "E5" in exps:
+        paths.append(plot_k(summary, out / "e5_k.png"))
+    paths.append(plot_example_curves(env_kwargs, 0, out / "example_curves.png"))
+    return paths

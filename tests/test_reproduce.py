@@ -1,0 +1,150 @@
+"""The reproduce harness: end to end, both backends, resume, and the statistics."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from baselines.cli import main
+from baselines.experiments import build_cells
+from baselines.reproduce import reproduce
+from baselines.runner import run_tasks
+from baselines.stats import fmt_ci, mean_ci, pct_change
+
+TINY = {"seeds": 2, "n_jobs": 12, "progress": False, "workers": 1}
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_mean_ci_on_a_hand_made_sample() -> None:
+    mean, half, n = mean_ci([1.0, 2.0, 3.0, 4.0])
+    # sd = 1.2910, sem = 0.6455, t(0.975, 3) = 3.1824
+    assert (mean, n) == (2.5, 4)
+    assert half == pytest.approx(3.182446 * 0.645497, rel=1e-5)
+    m, h, n = mean_ci([5.0, float("nan")])
+    assert (m, n) == (5.0, 1) and math.isnan(h)
+    assert math.isnan(mean_ci([])[0])
+    assert pct_change(90.0, 100.0) == pytest.approx(-10.0)
+    assert math.isnan(pct_change(1.0, 0.0))
+    assert fmt_ci(0.5, 0.01, 100.0) == "50.0 ± 1.0"
+
+
+def test_tiny_reproduce_end_to_end(tmp_path: Path) -> None:
+    res = reproduce(tmp_path, **TINY)
+    cells = build_cells({"n_jobs": 12})
+    for exp in ("E1", "E2", "E3", "E4", "E5"):
+        rows = _read(tmp_path / f"{exp}.csv")
+        n_cells = sum(c.experiment == exp for c in cells)
+        assert len(rows) == n_cells * 2
+        for col in (
+            "experiment",
+            "group",
+            "policy",
+            "seed",
+            "mean_jct_h",
+            "precision",
+            "recall",
+            "fpr",
+            "d_jct_pct",
+            "d_waste_pct",
+        ):
+            assert col in rows[0]
+        summ = _read(tmp_path / f"{exp}_summary.csv")
+        assert len(summ) == n_cells
+        assert {"mean_jct_h", "mean_jct_h_ci95", "d_jct_pct", "seeds"} <= set(summ[0])
+        for r in rows:
+            if r["policy"] == "NoStop":
+                assert float(r["d_jct_pct"]) == 0.0
+    report = (tmp_path / "REPORT.md").read_text()
+    for exp in ("E1", "E2", "E3", "E4", "E5"):
+        assert f"## {exp}" in report
+    assert "paper" in report
+    import matplotlib.image as mpimg
+
+    pngs = ["e2_schedulers", "e3_noise", "e4_hack_fraction", "e5_k", "example_curves"]
+    for name in pngs:
+        img = mpimg.imread(tmp_path / f"{name}.png")
+        assert img.ndim == 3 and img.shape[0] > 100
+    assert res.ran == len(cells) * 2
+
+
+def test_rerun_without_resume_refuses_and_resume_reuses(tmp_path: Path) -> None:
+    reproduce(tmp_path, experiments=["E1"], **TINY)
+    with pytest.raises(FileExistsError, match="--resume"):
+        reproduce(tmp_path, experiments=["E1"], **TINY)
+    res = reproduce(tmp_path, experiments=["E1"], resume=True, **TINY)
+    assert res.ran == 0 and res.reused == 8
+
+
+def test_interrupted_run_resumed_gives_identical_output(tmp_path: Path) -> None:
+    ref, cut = tmp_path / "ref", tmp_path / "cut"
+    reproduce(ref, experiments=["E1", "E5"], **TINY)
+    cells = build_cells({"n_jobs": 12}, ["E1", "E5"])
+    tasks = [(c, s) for c in cells for s in range(2)]
+    seen = {"n": 0}
+
+    def interrupt_after_five(n: int) -> None:
+        seen["n"] += n
+        if seen["n"] >= 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_tasks(tasks, cut, workers=1, progress=interrupt_after_five)
+    assert len(list((cut / "raw").rglob("*.json"))) == 5
+    res = reproduce(cut, experiments=["E1", "E5"], resume=True, **TINY)
+    assert res.reused == 5 and res.ran == len(tasks) - 5
+    for name in ("E1.csv", "E1_summary.csv", "E5.csv", "E5_summary.csv", "REPORT.md"):
+        assert (cut / name).read_bytes() == (ref / name).read_bytes(), name
+
+
+def test_process_pool_equals_serial(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    reproduce(a, experiments=["E2"], **TINY)
+    reproduce(b, experiments=["E2"], **{**TINY, "workers": 2})
+    assert (a / "E2.csv").read_bytes() == (b / "E2.csv").read_bytes()
+
+
+@pytest.mark.slow
+def test_ray_backend_equals_local(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    a, b = tmp_path / "local", tmp_path / "ray"
+    reproduce(a, experiments=["E1"], **TINY)
+    reproduce(b, experiments=["E1"], backend="ray", **{**TINY, "workers": 2})
+    for name in ("E1.csv", "E1_summary.csv"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+
+
+def test_cli_reproduce_and_benchmark(tmp_path: Path, capsys) -> None:
+    code = main(
+        [
+            "reproduce",
+            "--seeds",
+            "2",
+            "--n-jobs",
+            "10",
+            "--experiments",
+            "E1",
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "E1" in out and "EvalStop" in out and (tmp_path / "REPORT.md").exists()
+    assert (
+        main(
+            ["benchmark", "--seeds", "2", "--workers", "1", "--n-jobs", "10", "--scheduler", "fifo"]
+        )
+        == 0
+    )
+    assert "LossPlateau" in capsys.readouterr().out
+    assert main(["reproduce", "--seeds", "1", "--out", str(tmp_path / "x")]) == 2
+    assert "seeds=1" in capsys.readouterr().err
