@@ -20,6 +20,9 @@ def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
     """
     env = gym.make("EvalStop-v0", disable_env_checker=True, **env_kwargs)
     try:
+        check = getattr(policy, "check_env", None)
+        if check is not None:  # learned policies refuse an env they were not trained on
+            check(env)
         policy.reset()
         obs, info = env.reset(seed=seed)
         total, steps, terminated, truncated = 0.0, 0, False, False

@@ -142,7 +142,9 @@ def _compare(name: str, s: dict[str, Any] | None, m: str, paper: float) -> str:
     label = {"d_jct_pct": "ΔJCT", "d_waste_pct": "Δwaste", "fpr": "FPR"}.get(m, m)
     ours = f"{mean:.1f} % (± {half:.1f})" if not math.isnan(half) else f"{mean:.1f} %"
     if not math.isnan(half) and abs(mean - paper) <= max(half, 0.05):
-        return f"- {name} {label}: ours {ours}, paper {paper:g} % — consistent (inside our 95 % CI)."
+        return (
+            f"- {name} {label}: ours {ours}, paper {paper:g} % — consistent (inside our 95 % CI)."
+        )
     if abs(mean - paper) <= 3.0:
         return f"- {name} {label}: ours {ours}, paper {paper:g} % — close (within 3 points)."
     direction = "larger" if abs(mean) > abs(paper) else "smaller"
@@ -180,6 +182,9 @@ def write_report(
         lines += _sweep(summary, "E4", "hack", "hack fraction", None)
     if "E5" in exps:
         lines += _e5(summary)
+    if "E6" in exps:
+        lines += _generic(summary, "E6")
+        lines += _e6_sentences(summary)
     for e in sorted(set(exps) - set(EXPERIMENTS)):
         lines += _generic(summary, e)
     if plots:
@@ -346,12 +351,33 @@ def _e5(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _e6_sentences(summary: list[dict[str, Any]]) -> list[str]:
+    """Learned vs EvalStop on the utility return, per noise level (the issue's goal)."""
+    lines = []
+    for group in sorted({s["group"] for s in summary if s["experiment"] == "E6"}):
+        ev = _get(summary, "E6", group, "EvalStop")
+        for s in summary:
+            if s["experiment"] != "E6" or s["group"] != group or not s["policy"].startswith("PPO"):
+                continue
+            if ev is None:
+                continue
+            diff, half = s["return"] - ev["return"], s["return_ci95"] + ev["return_ci95"]
+            verdict = (
+                "better than" if diff > half else "worse than" if diff < -half else "on par with"
+            )
+            lines.append(
+                f"- {group}: {s['policy']} utility {s['return']:.2f} vs EvalStop {ev['return']:.2f} "
+                f"— {verdict} EvalStop."
+            )
+    return [*lines, ""]
+
+
 def _generic(summary: list[dict[str, Any]], exp: str) -> list[str]:
     rows = [s for s in summary if s["experiment"] == exp]
     lines = [
-        f"## {exp}",
+        f"## {exp}" + (f" — {EXPERIMENTS[exp]}" if exp in EXPERIMENTS else ""),
         "",
-        "| setting | policy | ΔJCT % | Δwaste % | precision | recall | FPR | quality | return |",
+        "| setting | policy | ΔJCT % | Δwaste % | precision | recall | FPR | quality | utility return |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in rows:

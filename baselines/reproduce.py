@@ -51,6 +51,8 @@ def reproduce(
     extra_cells: list[Cell] | None = None,
     progress: bool = True,
     env: dict[str, Any] | None = None,
+    learned: bool | None = None,
+    train_timesteps: int | None = None,
 ) -> ReproduceResult:
     """Run the experiments and write the report; see the module docstring."""
     t0 = time.perf_counter()
@@ -63,7 +65,22 @@ def reproduce(
     base_env: dict[str, Any] = dict(env or {})
     if jobs is not None:
         base_env["n_jobs"] = jobs
-    cells = build_cells(base_env, experiments) + list(extra_cells or [])
+    from . import e6
+
+    scripted_exps = [e for e in experiments if e != "E6"] if experiments else None
+    cells = build_cells(base_env, scripted_exps) if scripted_exps != [] else []
+    cells += list(extra_cells or [])
+    want_e6 = (experiments is None or "E6" in experiments) if learned is None else learned
+    models: dict[str, dict[str, Any]] = {}
+    e6_note = ""
+    if want_e6 and not e6.available():
+        e6_note = (
+            "E6 skipped: stable-baselines3 and torch are not installed (pip install -e '.[train]')."
+        )
+    elif want_e6:
+        out.mkdir(parents=True, exist_ok=True)
+        models = e6.train_models(out, quick=quick, workers=workers, timesteps=train_timesteps)
+        cells += e6.e6_cells(base_env, models)
     seed_list = list(range(n_seeds))
     tasks = [(c, s) for c in cells for s in seed_list]
     if fresh and (out / "raw").exists():
@@ -82,6 +99,8 @@ def reproduce(
     files = write_csvs(out, rows, summary)
     env0 = {"workload": "heavy-rlhf", "scheduler": "srtf-est", **base_env}
     plots = make_plots(out, summary, env0)
+    if models:
+        plots.append(_learning_curve_plot(out, models, summary))
     header = {
         "seeds per cell": n_seeds,
         "jobs per episode": jobs if jobs is not None else "workload default (200)",
@@ -89,11 +108,28 @@ def reproduce(
         "cells": len(cells),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
     }
+    if models:
+        header["E6 training"] = "; ".join(
+            f"{Path(p).stem}: PPO, {m['timesteps']} steps in {m['train_seconds']:.0f} s"
+            for p, m in models.items()
+        )
+    if e6_note:
+        header["E6"] = e6_note
     files.append(write_report(out, summary, header=header, plots=plots))
     files += plots
     return ReproduceResult(
         out, rows, summary, files, time.perf_counter() - t0, stats.ran, stats.done_before
     )
+
+
+def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]], summary) -> Path:
+    from .train import plot_learning_curves
+
+    curves = {
+        f"PPO[{m['variant']}] σ={m['sigma']}": [tuple(x) for x in m["learning_curve"]]
+        for m in models.values()
+    }
+    return plot_learning_curves(curves, out / "e6_learning_curves.png")
 
 
 def _run_with_progress(tasks, out, backend, workers, address, progress, n_cells):

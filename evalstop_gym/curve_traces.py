@@ -67,6 +67,7 @@ __all__ = [
     "label_hacking",
     "load_openrlhf_log",
     "load_trl_trainer_state",
+    "peak_progress",
     "read_traces",
     "resample",
     "write_traces",
@@ -77,7 +78,7 @@ _LABEL_VALUES = {"hacking": True, "healthy": False, True: True, False: False}
 
 
 class CurveTraceError(ValueError):
-    """A curve file or a trace is malformed; the message names file, line, field and what is allowed."""
+    """A malformed curve file or trace; the message names file, line, field and what is allowed."""
 
 
 def _where(path: str | os.PathLike[str] | None, line: int | None, what: str | None = None) -> str:
@@ -254,7 +255,9 @@ def _number(value: Any, path: Any, line: int, name: str, *, integer: bool = Fals
         ok = False
     if not ok:
         allowed = "a non-negative integer" if integer else "a finite number"
-        raise CurveTraceError(f"{_where(path, line)}: field {name!r}: expected {allowed}, got {value!r}")
+        raise CurveTraceError(
+            f"{_where(path, line)}: field {name!r}: expected {allowed}, got {value!r}"
+        )
     return int(value) if integer else float(value)
 
 
@@ -264,7 +267,7 @@ def _parse_label(value: Any, path: Any, line: int) -> bool | None:
     if isinstance(value, bool | str) and value in _LABEL_VALUES:
         return _LABEL_VALUES[value]
     raise CurveTraceError(
-        f"{_where(path, line)}: field 'label': expected \"hacking\", \"healthy\", true, false or "
+        f'{_where(path, line)}: field \'label\': expected "hacking", "healthy", true, false or '
         f"null, got {value!r}"
     )
 
@@ -326,8 +329,7 @@ def read_traces(path: str | os.PathLike[str]) -> list[CurveTrace]:
         step = _number(obj["step"], path, lineno, "step", integer=True)
         if step < 0:
             raise CurveTraceError(
-                f"{_where(path, lineno)}: field 'step': expected a non-negative integer, "
-                f"got {step}"
+                f"{_where(path, lineno)}: field 'step': expected a non-negative integer, got {step}"
             )
         run = runs.get(run_id)
         if run is None:
@@ -404,9 +406,7 @@ def read_traces(path: str | os.PathLike[str]) -> list[CurveTrace]:
 # --------------------------------------------------------------------------------------------
 
 
-def _align_last(
-    series_steps: Sequence[int], values: Sequence[float], at: np.ndarray
-) -> np.ndarray:
+def _align_last(series_steps: Sequence[int], values: Sequence[float], at: np.ndarray) -> np.ndarray:
     """Value of a logged series at each step of ``at``: the last value logged at or before it.
 
     Steps earlier than the first logged value take the first value (e.g. an eval at step 0,
@@ -466,7 +466,9 @@ def _build_from_records(
                     f"{loc(pos)}: field {key!r}: expected a finite number, got {value!r}"
                 )
             if role == "kl" and value < 0:
-                raise CurveTraceError(f"{loc(pos)}: field {key!r}: expected a number >= 0, got {value!r}")
+                raise CurveTraceError(
+                    f"{loc(pos)}: field {key!r}: expected a number >= 0, got {value!r}"
+                )
             if role == "eval":
                 if eval_steps and step <= eval_steps[-1]:
                     raise CurveTraceError(
@@ -791,7 +793,8 @@ class GaoFit(NamedTuple):
 
     Attributes:
         alpha: Initial slope coefficient.
-        beta: Over-optimisation coefficient (> 0: the curve turns over, at ``d = exp(alpha/beta - 1)``).
+        beta: Over-optimisation coefficient (> 0: the curve turns over, at
+            ``d = exp(alpha / beta - 1)``).
         r2: Coefficient of determination of the fit on the points used (``nan`` if the targets
             are constant).
     """

@@ -74,14 +74,21 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     ## Rewards
 
     `reward="utility"` (default), per job: delivered true quality minus a price on
-    GPU-hours.  At a decision on job j at checkpoint i (of K), the reward is
-    `-price * GPUs_j * T_j / K` (the segment just run), plus `Q_j(best observed)`
-    if the action stops the job, plus `Q_j(K) - price * GPUs_j * T_j / K` if the
-    action continues at the last decision (i = K - 1), after which the job surely
-    completes.  So the episode return is, in closed form,
-    `sum_j [Q_j(delivered) - price * GPU-hours_j]`; under privileged knowledge
-    its optimum is to stop each hacking run right after its peak and never stop a
-    healthy one.  `Q` is the noise-free eval score; `price` is `gpu_hour_price`.
+    GPU-hours.  Let V_i = Q_j(delivered if the job ends at checkpoint i) -
+    price * GPUs_j * T_j * i / K, where Q is the noise-free eval score, a job
+    ended before K delivers its best observed checkpoint and one that runs to K
+    its final checkpoint.  The reward of a decision on job j at checkpoint i is
+    the change of V it causes: continuing pays V_{i+1} - V_i, stopping pays 0.
+    Summed over a job this telescopes to V_end - V_1, so the episode return is,
+    in closed form, `sum_j [Q_j(delivered) - Q_j(1)] - price * sum_j
+    [GPU-hours_j - GPUs_j * T_j / K]`: delivered quality minus the GPU bill,
+    less a per-job constant no policy can change (what checkpoint 1 already
+    delivered and cost).  Under privileged knowledge its optimum is to stop each
+    hacking run right after its peak and never stop a healthy one.  The
+    simulator draws every checkpoint when the episode is built, so it can pay
+    V_{i+1} - V_i at decision i: exact, immediate per-job credit, with zero
+    reward for a job left alone, while the observation holds only the past.
+    `price` is `gpu_hour_price` (per GPU-hour, in eval-score units).
 
     `reward="system"`: time in system plus quality (park/Decima style).  The
     reward of a step is `-time_cost * (integral of jobs in system dt)` over the
@@ -109,7 +116,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              n_jobs=None, load=None, eval_noise=None, hack_fraction=None,
              eval_window=None, obs_fields=None, reward="utility",
              trace=None, trace_cluster=None, calibration="paper",
-             gpu_hour_price=1e-4, time_cost=0.01, quality_weight=1.0, render_mode=None)
+             gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None)
     ```
 
     `workload`: `heavy-rlhf`, `balanced` or `light-rlhf`.  `scheduler`: `fifo`,
@@ -142,7 +149,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         trace: str | None = None,
         trace_cluster: str | None = None,
         calibration: str = "paper",
-        gpu_hour_price: float = 1e-4,
+        gpu_hour_price: float = 5e-4,
         time_cost: float = 0.01,
         quality_weight: float = 1.0,
         render_mode: str | None = None,
@@ -286,18 +293,31 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
                 return int(arr.item()) == 1
         raise ValueError(f"action={action!r} is not allowed: 0 (continue) or 1 (stop and save)")
 
-    def _utility_reward(self, job: Any, stop: bool) -> float:
+    def _stop_value(self, job: Any, i: int) -> tuple[float, float]:
+        """(quality, cost) of job ``job`` if it ends at checkpoint ``i`` (1-based).
+
+        Ending before K delivers the best observed checkpoint up to i; ending at K
+        delivers the final one.  Curves are drawn when the episode is built, so the
+        simulator knows checkpoint i + 1 before the agent does (rewards only).
+        """
         true = self._true[job.jid]
-        seg_cost = self.gpu_hour_price * job.gpus * job.duration / job.n_ckpt
-        cost, quality = seg_cost, 0.0
+        if i >= job.n_ckpt:
+            quality = true[-1]
+        else:
+            obs = job.obs_eval
+            best = max(range(i), key=lambda t: (obs[t], -t))  # earliest best, as the engine
+            quality = true[best]
+        return quality, self.gpu_hour_price * job.gpus * job.duration * i / job.n_ckpt
+
+    def _utility_reward(self, job: Any, stop: bool) -> float:
         if stop:
-            quality = float(true[job.best_idx])
-        elif job.ckpt_done == job.n_ckpt - 1:
-            quality = float(true[-1])
-            cost += seg_cost
-        self._return_parts["quality"] += quality
-        self._return_parts["gpu_cost"] -= cost
-        return quality - cost
+            return 0.0  # the job's value is what earlier decisions already paid
+        i = job.ckpt_done
+        q1, c1 = self._stop_value(job, i + 1)
+        q0, c0 = self._stop_value(job, i)
+        self._return_parts["quality"] += q1 - q0
+        self._return_parts["gpu_cost"] -= c1 - c0
+        return (q1 - q0) - (c1 - c0)
 
     def _collect_system_reward(self) -> float:
         sim = self.sim

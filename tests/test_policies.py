@@ -112,7 +112,10 @@ def test_utility_return_equals_closed_form(seed: int) -> None:
     env = EvalStopEnv(gpu_hour_price=1e-3, **SMALL)
     policy = EvalStop(2)
     total, m = _episode(env, lambda e, o: policy.act(o), seed)
-    closed = _delivered_quality(env).sum() - 1e-3 * m["gpu_hours"]
+    rec = env.sim.record()
+    first_q = rec.true_eval[:, 0].sum()  # what checkpoint 1 delivered: no policy changes it
+    first_gpu_h = (rec.gpus * rec.duration / rec.n_ckpt).sum()
+    closed = _delivered_quality(env).sum() - first_q - 1e-3 * (m["gpu_hours"] - first_gpu_h)
     assert total == pytest.approx(closed, rel=1e-9)
     assert m["return"] == pytest.approx(total, rel=1e-9)
 

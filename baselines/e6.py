@@ -1,0 +1,114 @@
+"""E6: learned stoppers (SB3) against the scripted ones, on E1's setting and at sigma = 0.12.
+
+Two learned policies per noise level, as the fair comparison asks: one trained
+on EvalStop's own boundary (job type, evals, consecutive declines) and one on
+the full whitelist.  Models are trained once per output folder (reused on
+--resume), in parallel, and then run through the same cells and seeds as the
+scripted policies.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .experiments import SCRIPTED, Cell, PolicySpec
+
+SIGMAS = (0.02, 0.12)
+OBS_VARIANTS = {
+    "boundary": "job_type,evals,consecutive_declines",
+    "full": None,
+}
+BUDGET = {"quick": 20_000, "default": 300_000}
+
+
+def available() -> bool:
+    try:
+        import stable_baselines3  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _train_one(args: tuple[str, float, str | None, int, int]) -> dict[str, Any]:
+    from .train import train
+
+    path, sigma, fields, timesteps, seed = args
+    env = {"eval_noise": sigma}
+    if fields:
+        env["obs_fields"] = fields
+    res = train(
+        path,
+        timesteps=timesteps,
+        env_kwargs=env,
+        seed=seed,
+        progress=False,
+        eval_freq=max(timesteps // 10, 2_000),
+    )
+    return {
+        "path": str(res.path),
+        "timesteps": res.timesteps,
+        "seconds": res.seconds,
+        "steps_per_second": res.steps_per_second,
+    }
+
+
+def train_models(
+    out: Path, *, quick: bool, workers: int | None, timesteps: int | None = None, seed: int = 0
+) -> dict[str, dict[str, Any]]:
+    """Train (or reuse) the four E6 models; return their metadata by label."""
+    from .learned import read_meta
+
+    steps = timesteps or BUDGET["quick" if quick else "default"]
+    jobs = []
+    labels = {}
+    for sigma in SIGMAS:
+        for variant, fields in OBS_VARIANTS.items():
+            path = out / "models" / f"e6_sigma{sigma}_{variant}_{steps}.zip"
+            labels[str(path)] = (sigma, variant)
+            if not path.exists():
+                jobs.append((str(path), sigma, fields, steps, seed))
+    if jobs:
+        (out / "models").mkdir(parents=True, exist_ok=True)
+        n = min(len(jobs), workers or os.cpu_count() or 1)
+        if n == 1:
+            for j in jobs:
+                _train_one(j)
+        else:
+            with ProcessPoolExecutor(n) as pool:
+                list(pool.map(_train_one, jobs))
+    info = {}
+    for path, (sigma, variant) in labels.items():
+        meta = read_meta(path)
+        info[path] = {
+            "sigma": sigma,
+            "variant": variant,
+            **{k: meta[k] for k in ("timesteps", "train_seconds", "learning_curve", "algo")},
+        }
+    return info
+
+
+def e6_cells(base_env: dict[str, Any], models: dict[str, dict[str, Any]]) -> list[Cell]:
+    cells = []
+    for sigma in SIGMAS:
+        env = {"workload": "heavy-rlhf", "scheduler": "srtf-est", **base_env, "eval_noise": sigma}
+        group = f"sigma={sigma}"
+        cells += [Cell("E6", group, p, env) for p in SCRIPTED]
+        for path, m in models.items():
+            if m["sigma"] != sigma:
+                continue
+            label = f"PPO[{m['variant']}]"
+            fields = OBS_VARIANTS[m["variant"]]
+            cell_env = {**env, "obs_fields": fields} if fields else env
+            cells.append(
+                Cell(
+                    "E6",
+                    group,
+                    PolicySpec("Learned", {"path": path, "label": label}, label=label),
+                    cell_env,
+                )
+            )
+    return cells

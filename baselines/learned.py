@@ -1,0 +1,104 @@
+"""Learned stoppers: a Stable-Baselines3 model behind the scripted policies' interface.
+
+A model file is SB3's zip with one more entry, ``evalstop_gym.json``, that
+records what the model was trained on (algorithm, observation fields, window,
+whether the observation was flattened, environment arguments, budget).  A
+model refuses an environment whose observation differs from its training one.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+META_NAME = "evalstop_gym.json"
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file() and p.with_suffix(".zip").is_file():
+        p = p.with_suffix(".zip")
+    try:
+        with zipfile.ZipFile(p) as zf, zf.open(META_NAME) as fh:
+            return json.load(fh)
+    except (FileNotFoundError, zipfile.BadZipFile, KeyError) as e:
+        raise ValueError(
+            f"{path} is not an evalstop-gym model file (an SB3 zip with {META_NAME}): {e}"
+        ) from None
+
+
+def write_meta(path: str | Path, meta: dict[str, Any]) -> None:
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr(META_NAME, json.dumps(meta, indent=2, sort_keys=True))
+
+
+def _algo(name: str) -> Any:
+    from stable_baselines3 import A2C, DQN, PPO
+
+    algos = {"ppo": PPO, "a2c": A2C, "dqn": DQN}
+    if name not in algos:
+        raise ValueError(f"algo={name!r} is not allowed: one of {sorted(algos)}")
+    return algos[name]
+
+
+class Learned:
+    """A trained SB3 stopper: ``reset()``, ``act(obs) -> int``, like the scripted ones.
+
+    Args:
+        path: The model file written by ``evalstop-gym train``.
+        deterministic: Act greedily (default) rather than sampling.
+        label: Name in tables (default: ``Learned-<algo>[<fields>]``).
+    """
+
+    def __init__(self, path: str | Path, deterministic: bool = True, label: str | None = None):
+        self.path = str(path)
+        self.meta = read_meta(path)
+        self.algo = self.meta["algo"]
+        self.obs_fields = tuple(self.meta["obs_fields"])
+        self.flatten = bool(self.meta["flatten"])
+        self.deterministic = deterministic
+        self.model = _algo(self.algo).load(self.path, device="cpu")
+        self._dict_space = spaces.Dict(
+            {
+                k: spaces.Box(
+                    np.asarray(v["low"], np.float32),
+                    np.asarray(v["high"], np.float32),
+                    dtype=np.float32,
+                )
+                for k, v in self.meta["observation_space"].items()
+            }
+        )
+        self.name = label or self.meta.get("label") or f"Learned-{self.algo}"
+
+    def reset(self) -> None:
+        pass
+
+    def check_env(self, env: Any) -> None:
+        """Refuse an environment whose observation is not the one the model was trained on."""
+        space = env.unwrapped.observation_space if hasattr(env, "unwrapped") else env
+        got = {k: tuple(s.shape) for k, s in space.spaces.items()}
+        want = {k: tuple(s.shape) for k, s in self._dict_space.spaces.items()}
+        if got != want:
+            raise ValueError(
+                f"{self.path} was trained on obs_fields={list(want)} with shapes {want}; "
+                f"this environment gives {got}. Make the env with "
+                f"obs_fields={list(want)} and eval_window={self.meta.get('eval_window')}."
+            )
+
+    def act(self, obs: dict[str, np.ndarray]) -> int:
+        if tuple(k for k in obs) != self.obs_fields and set(obs) != set(self.obs_fields):
+            raise ValueError(
+                f"{self.path} was trained on obs_fields={list(self.obs_fields)}, "
+                f"got an observation with {sorted(obs)}"
+            )
+        x: Any = spaces.flatten(self._dict_space, obs) if self.flatten else obs
+        action, _ = self.model.predict(x, deterministic=self.deterministic)
+        return int(np.asarray(action).item())
+
+    def __repr__(self) -> str:
+        return f"Learned({self.path!r})"

@@ -1,0 +1,312 @@
+"""``evalstop-gym train``: a learned stopper with Stable-Baselines3.
+
+    evalstop-gym train --algo ppo --timesteps 200000 --out models/ppo.zip \\
+        --eval-noise 0.12 --obs-fields job_type,evals,consecutive_declines
+
+Vectorised training (``make_vec_env``, ``--n-envs``), ``Monitor`` with the
+episode metrics as info keywords, periodic evaluation (``EvalCallback``), a
+progress bar, TensorBoard logs when tensorboard is installed, fixed seeds.
+The model file is SB3's zip plus the metadata :class:`baselines.Learned` needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .envargs import add_env_arguments, env_kwargs_from_args
+
+#: Episode metrics Monitor writes to its CSV at the end of each episode.
+MONITOR_KEYWORDS = (
+    "mean_jct_h",
+    "wasted_gpu_hours",
+    "precision",
+    "recall",
+    "fpr",
+    "mean_delivered_quality",
+)
+
+#: Hyperparameters per algorithm (the same as baselines/hyperparams/*.yml).
+HYPERPARAMS: dict[str, dict[str, Any]] = {
+    "ppo": {
+        "n_steps": 512,
+        "batch_size": 256,
+        "gamma": 0.95,
+        "gae_lambda": 0.9,
+        "ent_coef": 0.01,
+        "learning_rate": 3e-4,
+        "n_epochs": 10,
+        "policy_kwargs": {"net_arch": [64, 64]},
+    },
+    "a2c": {
+        "n_steps": 32,
+        "gamma": 0.95,
+        "ent_coef": 0.01,
+        "learning_rate": 7e-4,
+        "policy_kwargs": {"net_arch": [64, 64]},
+    },
+    "dqn": {
+        "buffer_size": 100_000,
+        "learning_starts": 2_000,
+        "batch_size": 128,
+        "gamma": 0.95,
+        "train_freq": 4,
+        "target_update_interval": 2_000,
+        "exploration_fraction": 0.2,
+        "learning_rate": 3e-4,
+        "policy_kwargs": {"net_arch": [64, 64]},
+    },
+}
+
+#: Training episodes are shorter than evaluation ones: more episodes per budget.
+TRAIN_N_JOBS = 100
+
+
+@dataclass
+class TrainResult:
+    path: Path
+    timesteps: int
+    seconds: float
+    steps_per_second: float
+    learning_curve: list[tuple[int, float, float]]  # (timesteps, mean return, std)
+
+
+def train(
+    out: str | Path,
+    *,
+    algo: str = "ppo",
+    timesteps: int = 200_000,
+    n_envs: int = 4,
+    seed: int = 0,
+    policy: str = "multi",
+    env_kwargs: dict[str, Any] | None = None,
+    eval_freq: int = 20_000,
+    eval_episodes: int = 5,
+    progress: bool = True,
+    tensorboard: str | None = None,
+    subproc: bool = False,
+    label: str | None = None,
+    verbose: int = 0,
+    hyperparams: dict[str, Any] | None = None,
+) -> TrainResult:
+    """Train a stopper on EvalStop-v0 and save it to ``out`` (a .zip)."""
+    import torch
+    from gymnasium.wrappers import FlattenObservation
+    from stable_baselines3.common.callbacks import EvalCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    from .learned import _algo, write_meta
+
+    if policy not in ("multi", "mlp"):
+        raise ValueError(
+            f"policy={policy!r} is not allowed: 'multi' (Dict obs) or 'mlp' (flattened)"
+        )
+    if timesteps < 1 or n_envs < 1:
+        raise ValueError("timesteps and n_envs must be >= 1")
+    torch.set_num_threads(1)
+    env_kwargs = {"n_jobs": TRAIN_N_JOBS, **(env_kwargs or {})}
+    out = Path(out)
+    if out.suffix != ".zip":
+        out = out.with_suffix(".zip")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log_dir = out.with_suffix("")  # models/ppo.zip -> models/ppo/ (monitor, evaluations)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    flatten = policy == "mlp"
+
+    wrap = FlattenObservation if flatten else None
+    make_env = functools.partial(_make_env, env_kwargs)  # picklable for SubprocVecEnv
+
+    venv = make_vec_env(
+        make_env,
+        n_envs=n_envs,
+        seed=seed,
+        wrapper_class=wrap,
+        monitor_dir=str(log_dir / "monitor"),
+        monitor_kwargs={"info_keywords": MONITOR_KEYWORDS},
+        vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
+    )
+    eval_env = make_vec_env(make_env, n_envs=1, seed=seed + 10_000, wrapper_class=wrap)
+    tb = tensorboard
+    if tb is None:
+        try:
+            import tensorboard
+
+            tb = str(log_dir / "tb")
+        except ImportError:
+            tb = None
+    hp = {**HYPERPARAMS[algo], **(hyperparams or {})}
+    cls = _algo(algo)
+    model = cls(
+        "MlpPolicy" if flatten else "MultiInputPolicy",
+        venv,
+        seed=seed,
+        verbose=verbose,
+        tensorboard_log=tb,
+        device="cpu",
+        **copy.deepcopy(hp),  # SB3 fills policy_kwargs in place: keep ours clean
+    )
+    callback = EvalCallback(
+        eval_env,
+        eval_freq=max(eval_freq // n_envs, 1),
+        n_eval_episodes=eval_episodes,
+        log_path=str(log_dir),
+        deterministic=True,
+        verbose=0,
+    )
+    t0 = time.perf_counter()
+    use_bar = progress and _has_progress_bar()
+    model.learn(total_timesteps=timesteps, callback=callback, progress_bar=use_bar)
+    seconds = time.perf_counter() - t0
+    model.save(out)
+    from evalstop_gym.envs import EvalStopEnv
+
+    probe = EvalStopEnv(**env_kwargs)
+    dict_space = probe.observation_space
+    curve = _learning_curve(log_dir / "evaluations.npz")
+    write_meta(
+        out,
+        {
+            "algo": algo,
+            "policy": policy,
+            "flatten": flatten,
+            "obs_fields": list(dict_space.spaces),
+            "eval_window": probe.window,
+            "observation_space": {
+                k: {"low": s.low.tolist(), "high": s.high.tolist()}
+                for k, s in dict_space.spaces.items()
+            },
+            "env_kwargs": env_kwargs,
+            "timesteps": int(model.num_timesteps),
+            "train_seconds": seconds,
+            "seed": seed,
+            "n_envs": n_envs,
+            "hyperparams": hp,
+            "label": label,
+            "learning_curve": curve,
+        },
+    )
+    venv.close()
+    eval_env.close()
+    return TrainResult(out, int(model.num_timesteps), seconds, model.num_timesteps / seconds, curve)
+
+
+def _make_env(env_kwargs: dict[str, Any]) -> Any:
+    """EvalStop-v0 with the episode metrics lifted into info, so Monitor can log them."""
+    import gymnasium as gym
+
+    import evalstop_gym  # noqa: F401
+    from evalstop_gym.wrappers import EpisodeMetricsInfo
+
+    return EpisodeMetricsInfo(gym.make("EvalStop-v0", **env_kwargs))
+
+
+def _has_progress_bar() -> bool:
+    try:
+        import rich  # noqa: F401
+        import tqdm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _learning_curve(npz: Path) -> list[tuple[int, float, float]]:
+    if not npz.exists():
+        return []
+    data = np.load(npz)
+    return [
+        (int(t), float(np.mean(r)), float(np.std(r)))
+        for t, r in zip(data["timesteps"], data["results"])
+    ]
+
+
+def plot_learning_curves(
+    curves: dict[str, list[tuple[int, float, float]]],
+    path: Path,
+    refs: dict[str, float] | None = None,
+) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    for name, curve in curves.items():
+        if not curve:
+            continue
+        t, m, s = (np.array(x) for x in zip(*curve))
+        ax.plot(t, m, marker="o", ms=3, label=name)
+        ax.fill_between(t, m - s, m + s, alpha=0.15)
+    for name, v in (refs or {}).items():
+        ax.axhline(v, ls="--", lw=1, color="grey")
+        ax.annotate(name, (ax.get_xlim()[0], v), fontsize=7, va="bottom")
+    ax.set_xlabel("training timesteps")
+    ax.set_ylabel("evaluation return (utility)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Learned stoppers: learning curves (periodic evaluation)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def add_train_parser(sub: Any) -> None:
+    t = sub.add_parser("train", help="train a learned stopper with Stable-Baselines3")
+    t.add_argument("--algo", choices=sorted(HYPERPARAMS), default="ppo")
+    t.add_argument("--timesteps", type=int, default=200_000)
+    t.add_argument("--out", required=True, help="model file (.zip)")
+    t.add_argument("--n-envs", type=int, default=4)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--policy",
+        choices=("multi", "mlp"),
+        default="multi",
+        help="MultiInputPolicy on the Dict, or MlpPolicy on FlattenObservation",
+    )
+    t.add_argument("--eval-freq", type=int, default=20_000, help="timesteps between evaluations")
+    t.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
+    t.add_argument(
+        "--tensorboard", default=None, help="TensorBoard log dir (default: OUT/tb if installed)"
+    )
+    t.add_argument("--no-progress", action="store_true")
+    t.add_argument(
+        "--hyperparams",
+        type=json.loads,
+        default=None,
+        help="JSON overrides, e.g. '{\"gamma\": 0.99}'",
+    )
+    add_env_arguments(t)
+    t.set_defaults(func=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    res = train(
+        args.out,
+        algo=args.algo,
+        timesteps=args.timesteps,
+        n_envs=args.n_envs,
+        seed=args.seed,
+        policy=args.policy,
+        env_kwargs=env_kwargs_from_args(args),
+        eval_freq=args.eval_freq,
+        progress=not args.no_progress,
+        tensorboard=args.tensorboard,
+        subproc=args.subproc,
+        hyperparams=args.hyperparams,
+    )
+    print(
+        f"saved {res.path}: {res.timesteps} steps in {res.seconds:.1f} s "
+        f"({res.steps_per_second:.0f} steps/s)"
+    )
+    if res.learning_curve:
+        print("learning curve (timesteps, mean eval return):")
+        print(json.dumps([(t, round(m, 3)) for t, m, _ in res.learning_curve]))
+    return 0

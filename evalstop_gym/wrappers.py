@@ -1,0 +1,21 @@
+"""Small Gymnasium wrappers for EvalStop-v0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+
+class EpisodeMetricsInfo(gym.Wrapper):
+    """Copy the final step's ``info["episode_metrics"]`` to top-level ``info`` keys.
+
+    So that tools that read flat info keys at the end of an episode (SB3's
+    ``Monitor(info_keywords=...)``) log the episode metrics.
+    """
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if "episode_metrics" in info:
+            info = {**info, **info["episode_metrics"]}
+        return obs, reward, terminated, truncated, info
