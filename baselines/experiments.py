@@ -84,6 +84,7 @@ EXPERIMENTS: dict[str, str] = {
     "E4": "Hack-fraction sweep",
     "E5": "Decline-threshold (k) sweep",
     "E6": "Scripted vs learned (SB3) stoppers",
+    "E7": "Real micro-RLHF curves vs synthetic curves",
 }
 
 SIGMAS = (0.01, 0.02, 0.05, 0.08, 0.12)
@@ -107,7 +108,7 @@ def build_cells(base_env: dict[str, Any], only: list[str] | None = None) -> list
     for k in KS:
         cells.append(Cell("E5", "k", PolicySpec("EvalStop", {"k": k}, label=f"k={k}"), env0))
     if only:
-        unknown = sorted(set(only) - {c.experiment for c in cells} - {"E6"})
+        unknown = sorted(set(only) - {c.experiment for c in cells} - {"E6", "E7"})
         if unknown:
             raise ValueError(f"experiments={unknown} unknown: choose among {sorted(EXPERIMENTS)}")
         cells = [c for c in cells if c.experiment in only]

@@ -185,6 +185,8 @@ def write_report(
     if "E6" in exps:
         lines += _generic(summary, "E6")
         lines += _e6_sentences(summary)
+    if "E7" in exps:
+        lines += _e7(summary)
     for e in sorted(set(exps) - set(EXPERIMENTS)):
         lines += _generic(summary, e)
     if plots:
@@ -357,7 +359,7 @@ def _e6_sentences(summary: list[dict[str, Any]]) -> list[str]:
     for group in sorted({s["group"] for s in summary if s["experiment"] == "E6"}):
         ev = _get(summary, "E6", group, "EvalStop")
         for s in summary:
-            if s["experiment"] != "E6" or s["group"] != group or not s["policy"].startswith("PPO"):
+            if s["experiment"] != "E6" or s["group"] != group or "[" not in s["policy"]:
                 continue
             if ev is None:
                 continue
@@ -370,6 +372,57 @@ def _e6_sentences(summary: list[dict[str, Any]]) -> list[str]:
                 f"— {verdict} EvalStop."
             )
     return [*lines, ""]
+
+
+def _e7(summary: list[dict[str, Any]]) -> list[str]:
+    rows = [s for s in summary if s["experiment"] == "E7"]
+    pols = [p for p in dict.fromkeys(s["policy"] for s in rows) if p != "NoStop"]
+    groups = list(dict.fromkeys(s["group"] for s in rows))
+    lines = [
+        f"## E7 — {EXPERIMENTS['E7']}",
+        "",
+        "Real: RLHF jobs run on micro-RLHF curves (observed eval = the run's measured eval + "
+        "extra σ). Synthetic: the `paper` calibration at the same σ.",
+        "",
+        "| curves | extra σ | "
+        + " | ".join(f"{p} P / R / FPR" for p in pols)
+        + " | EvalStop ΔJCT % | EvalStop regret |",
+        "|---" * (len(pols) + 4) + "|",
+    ]
+    for g in groups:
+        kind, sig = g.split(" sigma=")
+        cells = []
+        for p in pols:
+            s = _get(summary, "E7", g, p)
+            cells.append(
+                f"{_pct(s, 'precision', 0)} / {_pct(s, 'recall', 0)} / {_pct(s, 'fpr', 0)}"
+            )
+        ev = _get(summary, "E7", g, "EvalStop")
+        lines.append(
+            f"| {kind} | {sig} | "
+            + " | ".join(cells)
+            + f" | {_pct(ev, 'd_jct_pct')} | {_num(ev, 'mean_regret', 3)} |"
+        )
+    lines.append("")
+    for sig in ("0.02", "0.05", "0.12"):
+        for p in pols:
+            a = _get(summary, "E7", f"synthetic sigma={sig}", p)
+            b = _get(summary, "E7", f"real sigma={sig}", p)
+            if not a or not b:
+                continue
+            diffs = []
+            for m in ("precision", "recall", "fpr"):
+                d = 100 * (b[m] - a[m])
+                if not math.isnan(d) and abs(d) >= 10:
+                    diffs.append(f"{m} {100 * a[m]:.0f} → {100 * b[m]:.0f} %")
+            if diffs:
+                lines.append(
+                    f"- σ = {sig}, {p}: real curves differ from synthetic ones: "
+                    + "; ".join(diffs)
+                    + "."
+                )
+    lines.append("")
+    return lines
 
 
 def _generic(summary: list[dict[str, Any]], exp: str) -> list[str]:

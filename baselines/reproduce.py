@@ -53,6 +53,8 @@ def reproduce(
     env: dict[str, Any] | None = None,
     learned: bool | None = None,
     train_timesteps: int | None = None,
+    real_curves: bool | None = None,
+    curves: str | None = None,
 ) -> ReproduceResult:
     """Run the experiments and write the report; see the module docstring."""
     t0 = time.perf_counter()
@@ -65,9 +67,9 @@ def reproduce(
     base_env: dict[str, Any] = dict(env or {})
     if jobs is not None:
         base_env["n_jobs"] = jobs
-    from . import e6
+    from . import e6, e7
 
-    scripted_exps = [e for e in experiments if e != "E6"] if experiments else None
+    scripted_exps = [e for e in experiments if e not in ("E6", "E7")] if experiments else None
     cells = build_cells(base_env, scripted_exps) if scripted_exps != [] else []
     cells += list(extra_cells or [])
     want_e6 = (experiments is None or "E6" in experiments) if learned is None else learned
@@ -81,6 +83,21 @@ def reproduce(
         out.mkdir(parents=True, exist_ok=True)
         models = e6.train_models(out, quick=quick, workers=workers, timesteps=train_timesteps)
         cells += e6.e6_cells(base_env, models)
+    want_e7 = (experiments is None or "E7" in experiments) if real_curves is None else real_curves
+    e7_info: dict[str, Any] = {}
+    if want_e7 and curves is None and not e7.available():
+        e6_note += " E7 skipped: generating real curves needs torch (pip install -e '.[train]')."
+    elif want_e7:
+        out.mkdir(parents=True, exist_ok=True)
+        corpus = (
+            Path(curves)
+            if curves
+            else e7.ensure_corpus(
+                out, quick=quick, workers=workers, backend=backend, address=address
+            )
+        )
+        cells += e7.e7_cells(base_env, corpus)
+        e7_info = e7.corpus_summary(corpus)
     seed_list = list(range(n_seeds))
     tasks = [(c, s) for c in cells for s in seed_list]
     if fresh and (out / "raw").exists():
@@ -110,11 +127,17 @@ def reproduce(
     }
     if models:
         header["E6 training"] = "; ".join(
-            f"{Path(p).stem}: PPO, {m['timesteps']} steps in {m['train_seconds']:.0f} s"
+            f"{Path(p).stem}: {m['algo'].upper()}, {m['timesteps']} steps in {m['train_seconds']:.0f} s"
             for p, m in models.items()
         )
     if e6_note:
-        header["E6"] = e6_note
+        header["skipped"] = e6_note.strip()
+    if e7_info:
+        header["E7 corpus"] = (
+            f"{e7_info['runs']} micro-RLHF runs, {e7_info['hacking']} hacking; hacking peaks at "
+            f"progress quartiles {', '.join(f'{v:.2f}' for v in e7_info['peak_quartiles'])}; "
+            f"Gao-law fit R² quartiles {', '.join(f'{v:.2f}' for v in e7_info['gao_r2_quartiles'])}"
+        )
     files.append(write_report(out, summary, header=header, plots=plots))
     files += plots
     return ReproduceResult(
@@ -126,7 +149,9 @@ def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]], summary) 
     from .train import plot_learning_curves
 
     curves = {
-        f"PPO[{m['variant']}] σ={m['sigma']}": [tuple(x) for x in m["learning_curve"]]
+        f"{m['algo'].upper()}[{m['variant']}] σ={m['sigma']}": [
+            tuple(x) for x in m["learning_curve"]
+        ]
         for m in models.values()
     }
     return plot_learning_curves(curves, out / "e6_learning_curves.png")

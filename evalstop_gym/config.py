@@ -42,6 +42,9 @@ class SimConfig:
         trace_cluster: Keep only this virtual cluster of the trace.
         eval_window: W, how many past evals and losses a policy sees; None
             means all of a job's checkpoints.
+        curves: Path of a curve-trace corpus (JSONL, see docs/CURVE_TRACES.md):
+            RLHF jobs then run on its real curves, and ``eval_noise`` is extra
+            noise on the measured eval (default 0).
     """
 
     num_gpus: int = 64
@@ -56,6 +59,7 @@ class SimConfig:
     trace: str | None = None
     trace_cluster: str | None = None
     eval_window: int | None = None
+    curves: str | None = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.num_gpus) or self.num_gpus < 1:
@@ -79,6 +83,10 @@ class SimConfig:
             raise ConfigError("n_jobs", self.n_jobs, "an integer >= 1 (or None)")
         if self.eval_window is not None and (not _is_int(self.eval_window) or self.eval_window < 1):
             raise ConfigError("eval_window", self.eval_window, "an integer >= 1 (or None)")
+        if self.curves is not None and not (
+            isinstance(self.curves, str | os.PathLike) and os.path.isfile(self.curves)
+        ):
+            raise ConfigError("curves", self.curves, "an existing curve-trace JSONL file")
         if self.trace is None:
             if self.trace_cluster is not None:
                 raise ConfigError("trace_cluster", self.trace_cluster, "only with trace=PATH")
@@ -112,8 +120,9 @@ class SimConfig:
         return get_calibration(self.calibration)
 
     def resolved_eval_noise(self) -> float:
-        cal = self.resolved_calibration()
-        return float(cal.eval_noise if self.eval_noise is None else self.eval_noise)
+        if self.eval_noise is not None:
+            return float(self.eval_noise)
+        return 0.0 if self.curves is not None else float(self.resolved_calibration().eval_noise)
 
     def resolved_eval_window(self) -> int:
         k = self.resolved_calibration().evals_per_job

@@ -173,6 +173,18 @@ class Simulator:
                 np.random.default_rng(ss_curves),
                 np.random.default_rng(ss_noise),
             )
+            if config.curves is not None:
+                from .real_curves import apply_real_curves
+
+                ss_real, ss_real_noise = ss_curves.spawn(2)
+                apply_real_curves(
+                    self.curves,
+                    self.batch,
+                    config.curves,
+                    self.eval_noise,
+                    np.random.default_rng(ss_real),
+                    np.random.default_rng(ss_real_noise),
+                )
         b, c = self.batch, self.curves
         self.jobs: list[Job] = [
             Job(i, jt, g, a, d, e, h, pk, oe, ls)

@@ -115,7 +115,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     gym.make("EvalStop-v0", workload="heavy-rlhf", scheduler="srtf-est", num_gpus=64,
              n_jobs=None, load=None, eval_noise=None, hack_fraction=None,
              eval_window=None, obs_fields=None, reward="utility",
-             trace=None, trace_cluster=None, calibration="paper",
+             trace=None, trace_cluster=None, calibration="paper", curves=None,
              gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None)
     ```
 
@@ -125,7 +125,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `trace`: a CSV in the Philly format to replay (`n_jobs=None` replays all of
     it); `trace_cluster`: keep one virtual cluster.  `obs_fields`: a list or a
     comma-separated string of boundary fields.  `calibration`: `paper` or
-    `realistic` (see docs/CALIBRATION.md).
+    `realistic` (see docs/CALIBRATION.md).  `curves`: a curve-trace corpus (JSONL,
+    docs/CURVE_TRACES.md) whose real runs replace the synthetic RLHF curves.
 
     ## Version History
 
@@ -149,6 +150,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         trace: str | None = None,
         trace_cluster: str | None = None,
         calibration: str = "paper",
+        curves: str | None = None,
         gpu_hour_price: float = 5e-4,
         time_cost: float = 0.01,
         quality_weight: float = 1.0,
@@ -166,6 +168,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             trace=trace,
             trace_cluster=trace_cluster,
             eval_window=eval_window,
+            curves=curves,
         )
         if reward not in REWARD_MODES:
             raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")

@@ -14,7 +14,14 @@ from baselines.reproduce import reproduce
 from baselines.runner import run_tasks
 from baselines.stats import fmt_ci, mean_ci, pct_change
 
-TINY = {"seeds": 2, "n_jobs": 12, "progress": False, "workers": 1}
+TINY = {
+    "seeds": 2,
+    "n_jobs": 12,
+    "progress": False,
+    "workers": 1,
+    "learned": False,
+    "real_curves": False,
+}
 
 
 def _read(path: Path) -> list[dict[str, str]]:
@@ -118,6 +125,50 @@ def test_ray_backend_equals_local(tmp_path: Path) -> None:
     reproduce(b, experiments=["E1"], backend="ray", **{**TINY, "workers": 2})
     for name in ("E1.csv", "E1_summary.csv"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
+
+
+def test_learned_and_real_curve_experiments(tmp_path: Path) -> None:
+    pytest.importorskip("stable_baselines3")
+    from test_real_curves import _trace
+
+    from evalstop_gym.curve_traces import write_traces
+
+    corpus = tmp_path / "corpus.jsonl"
+    write_traces(
+        [
+            _trace("hack", [0, 1, 2, 3, 4, 3, 2, 1, 0, -1, -2], True),
+            _trace("ok", list(range(11)), False),
+        ],
+        corpus,
+    )
+    out = tmp_path / "out"
+    res = reproduce(
+        out,
+        experiments=["E6", "E7"],
+        train_timesteps=600,
+        curves=str(corpus),
+        **{**TINY, "learned": None, "real_curves": None},
+    )
+    e6 = _read(out / "E6.csv")
+    policies = {r["policy"] for r in e6}
+    assert {"EvalStop", "DQN[boundary]", "DQN[full]"} <= policies
+    assert len(e6) == 2 * 2 * 6  # 2 noise levels x 6 policies x 2 seeds
+    e7 = _read(out / "E7.csv")
+    assert {r["group"] for r in e7} >= {"real sigma=0.0", "synthetic sigma=0.12"}
+    report = (out / "REPORT.md").read_text()
+    assert "## E6" in report and "## E7" in report and "utility" in report
+    assert (out / "e6_learning_curves.png").exists()
+    assert len(list((out / "models").glob("*.zip"))) == 4
+    # resuming reuses the trained models and every finished episode
+    again = reproduce(
+        out,
+        experiments=["E6", "E7"],
+        train_timesteps=600,
+        curves=str(corpus),
+        resume=True,
+        **{**TINY, "learned": None, "real_curves": None},
+    )
+    assert again.ran == 0 and again.reused == res.ran
 
 
 def test_cli_reproduce_and_benchmark(tmp_path: Path, capsys) -> None:

@@ -1,0 +1,88 @@
+"""RLHF jobs on real training curves from a trace corpus (``SimConfig(curves=PATH)``).
+
+Each RLHF job keeps its hack label from the workload (so ``hack_fraction``
+keeps its meaning) and is given a run of the corpus with the same label,
+drawn at random, resampled onto the job's checkpoints.  The run's *measured*
+eval becomes the job's observed eval (plus ``eval_noise`` of extra Gaussian
+noise, 0 by default), its gold curve the hidden true eval, its training loss
+the observed loss.  LoRA and DPO jobs keep their synthetic curves.
+
+Scales: every run is mapped affinely so that its gold score starts at 0.3 and
+peaks at 0.9 (a gain of 0.6 eval units, as the synthetic RLHF curves), so that
+eval noise means the same in both; its loss so that its first value is 1 and
+its lowest 0.2 (relative losses, as the synthetic ones).  Both maps preserve
+the shape: peaks, declines and plateaus are the run's own.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+
+from .curve_traces import CurveTrace, peak_progress, read_traces, resample
+from .curves import Curves
+from .errors import ConfigError
+from .workloads import RLHF, JobBatch
+
+BASE, GAIN, LOSS_FLOOR = 0.3, 0.6, 0.2
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str, mtime_ns: int) -> tuple[tuple[CurveTrace, ...], tuple[CurveTrace, ...]]:
+    del mtime_ns
+    traces = read_traces(path)
+    for t in traces:
+        if t.gold is None or t.label is None:
+            raise ConfigError(
+                "curves",
+                path,
+                f"a corpus whose runs all have gold and label (run {t.run_id!r} lacks them)",
+            )
+    hacking = tuple(t for t in traces if t.label)
+    healthy = tuple(t for t in traces if not t.label)
+    return hacking, healthy
+
+
+def load_corpus(path: str) -> tuple[tuple[CurveTrace, ...], tuple[CurveTrace, ...]]:
+    """The corpus's (hacking, healthy) runs, read once per file version."""
+    p = os.path.abspath(os.fspath(path))
+    return _load(p, os.stat(p).st_mtime_ns)
+
+
+def apply_real_curves(
+    curves: Curves,
+    batch: JobBatch,
+    path: str,
+    eval_noise: float,
+    rng: np.random.Generator,
+    noise_rng: np.random.Generator,
+) -> None:
+    """Replace the RLHF rows of ``curves`` (in place) by runs of the corpus at ``path``."""
+    hacking, healthy = load_corpus(path)
+    k = curves.true_eval.shape[1]
+    picks = rng.random(len(batch))
+    z = noise_rng.standard_normal(curves.obs_eval.shape)
+    for j in np.flatnonzero(batch.job_type == RLHF):
+        pool = hacking if batch.hacking[j] else healthy
+        if not pool:
+            kind = "hacking" if batch.hacking[j] else "healthy"
+            raise ConfigError("curves", path, f"a corpus with at least one {kind} run")
+        t = pool[int(picks[j] * len(pool))]
+        _, ev, loss, gold = resample(t, k)
+        assert gold is not None
+        g0, gmax = float(t.gold[0]), float(np.max(t.gold))
+        scale = GAIN / max(gmax - g0, 1e-9)
+        curves.true_eval[j] = BASE + scale * (gold - g0)
+        curves.obs_eval[j] = BASE + scale * (ev - g0) + eval_noise * z[j]
+        l0, lmin = float(t.loss[0]), float(np.min(t.loss))
+        span = l0 - lmin
+        curves.loss[j] = LOSS_FLOOR + (1 - LOSS_FLOOR) * (loss - lmin) / span if span > 0 else 1.0
+        curves.proxy[j] = np.nan if t.proxy is None else resample_proxy(t, k)
+        curves.peak_progress[j] = peak_progress(t.gold, t.step) if batch.hacking[j] else np.inf
+
+
+def resample_proxy(t: CurveTrace, k: int) -> np.ndarray:
+    x = t.step / float(t.step[-1])
+    return np.interp(np.arange(1, k + 1) / k, x, t.proxy)
