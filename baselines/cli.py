@@ -94,6 +94,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         fresh=args.fresh,
         extra_cells=extra,
         env=env_kwargs_from_args(args),
+        learned=False if args.no_learned else None,
+        train_timesteps=args.train_timesteps,
+        real_curves=False if args.no_real_curves else None,
+        curves=args.corpus,
     )
     e1 = [s for s in res.summary if s["experiment"] == "E1"]
     if e1:
@@ -115,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_env_arguments(b)
     b.set_defaults(func=cmd_benchmark)
 
-    r = sub.add_parser("reproduce", help="the paper's experiments E1-E5: CSV, REPORT.md, plots")
+    r = sub.add_parser("reproduce", help="the paper's experiments E1-E7: CSV, REPORT.md, plots")
     r.add_argument("--quick", action="store_true", help="fewer seeds and jobs (about a minute)")
     r.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 50; quick 10)")
     r.add_argument(
@@ -130,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--address", default=None, help="address of an existing Ray cluster")
     r.add_argument("--resume", action="store_true", help="reuse finished (cell, seed) results")
     r.add_argument("--fresh", action="store_true", help="discard earlier results in OUT/raw")
+    r.add_argument("--no-learned", action="store_true", help="skip E6 (no SB3 training)")
+    r.add_argument(
+        "--train-timesteps", type=int, default=None, help="E6 budget per model (20k quick, 300k)"
+    )
+    r.add_argument("--no-real-curves", action="store_true", help="skip E7 (no micro-RLHF corpus)")
+    r.add_argument(
+        "--corpus", default=None, help="E7's curve corpus (JSONL); generated into OUT/curves if absent"
+    )
     r.set_defaults(func=cmd_reproduce)
 
     try:
