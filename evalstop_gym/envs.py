@@ -296,31 +296,26 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
                 return int(arr.item()) == 1
         raise ValueError(f"action={action!r} is not allowed: 0 (continue) or 1 (stop and save)")
 
-    def _stop_value(self, job: Any, i: int) -> tuple[float, float]:
-        """(quality, cost) of job ``job`` if it ends at checkpoint ``i`` (1-based).
-
-        Ending before K delivers the best observed checkpoint up to i; ending at K
-        delivers the final one.  Curves are drawn when the episode is built, so the
-        simulator knows checkpoint i + 1 before the agent does (rewards only).
-        """
-        true = self._true[job.jid]
-        if i >= job.n_ckpt:
-            quality = true[-1]
-        else:
-            obs = job.obs_eval
-            best = max(range(i), key=lambda t: (obs[t], -t))  # earliest best, as the engine
-            quality = true[best]
-        return quality, self.gpu_hour_price * job.gpus * job.duration * i / job.n_ckpt
-
     def _utility_reward(self, job: Any, stop: bool) -> float:
+        """V_{i+1} - V_i for a continue, 0 for a stop (see the class docstring).
+
+        V_i delivers the best observed checkpoint up to i (the engine's
+        ``best_idx``); V_{i+1} the final checkpoint if i + 1 = K, else the best
+        observed up to i + 1 (checkpoints are drawn when the episode is built,
+        so the simulator knows it; the agent does not).
+        """
         if stop:
             return 0.0  # the job's value is what earlier decisions already paid
-        i = job.ckpt_done
-        q1, c1 = self._stop_value(job, i + 1)
-        q0, c0 = self._stop_value(job, i)
-        self._return_parts["quality"] += q1 - q0
-        self._return_parts["gpu_cost"] -= c1 - c0
-        return (q1 - q0) - (c1 - c0)
+        i, best, true = job.ckpt_done, job.best_idx, self._true[job.jid]
+        if i + 1 >= job.n_ckpt:
+            q1 = true[-1]
+        else:
+            q1 = true[i] if job.obs_eval[i] > job.obs_eval[best] else true[best]
+        gain = q1 - true[best]
+        cost = self.gpu_hour_price * job.gpus * job.duration / job.n_ckpt
+        self._return_parts["quality"] += gain
+        self._return_parts["gpu_cost"] -= cost
+        return gain - cost
 
     def _collect_system_reward(self) -> float:
         sim = self.sim
