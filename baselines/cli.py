@@ -140,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--no-real-curves", action="store_true", help="skip E7 (no micro-RLHF corpus)")
     r.add_argument(
-        "--corpus", default=None, help="E7's curve corpus (JSONL); generated into OUT/curves if absent"
+        "--corpus",
+        default=None,
+        help="E7's curve corpus (JSONL); generated into OUT/curves if absent",
     )
     r.set_defaults(func=cmd_reproduce)
 

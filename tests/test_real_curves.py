@@ -66,7 +66,7 @@ def test_extra_noise_on_real_curves(corpus: str) -> None:
 
 
 def test_corpus_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="curves=.*existing curve-trace"):
+    with pytest.raises(ConfigError, match=r"curves=.*existing curve-trace"):
         SimConfig(curves=str(tmp_path / "missing.jsonl"))
     p = tmp_path / "only_healthy.jsonl"
     write_traces([_trace("h", list(range(11)), False)], p)
