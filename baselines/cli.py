@@ -80,7 +80,6 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .reproduce import reproduce
 
-    extra = []
     res = reproduce(
         args.out,
         quick=args.quick,
@@ -92,7 +91,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         address=args.address,
         resume=args.resume,
         fresh=args.fresh,
-        extra_cells=extra,
         env=env_kwargs_from_args(args),
         learned=False if args.no_learned else None,
         train_timesteps=args.train_timesteps,

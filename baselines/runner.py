@@ -9,10 +9,11 @@ a killed worker) loses nothing that finished.  Each task is a pure function of
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,7 +111,7 @@ def _run_local(
         pending: dict[Any, Task] = {}
 
         def submit(n: int) -> None:
-            for cell, seed in _take(it, n):
+            for cell, seed in itertools.islice(it, n):
                 pending[pool.submit(_worker, cell.to_dict(), seed)] = (cell, seed)
 
         submit(workers * 4)  # a bounded window: Ctrl-C does not leave a huge queue behind
@@ -123,16 +124,6 @@ def _run_local(
                 if progress:
                     progress(1)
             submit(len(done))
-
-
-def _take(it: Iterable[Task], n: int) -> list[Task]:
-    out = []
-    for _ in range(n):
-        try:
-            out.append(next(it))  # type: ignore[call-overload]
-        except StopIteration:
-            break
-    return out
 
 
 def _run_ray(
