@@ -91,6 +91,7 @@ def train_models(
             "sigma": sigma,
             "variant": variant,
             **{k: meta[k] for k in ("timesteps", "train_seconds", "learning_curve", "algo")},
+            "evalstop_reference": meta.get("evalstop_reference"),
         }
     return info
 

@@ -154,7 +154,12 @@ def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]], summary) 
         ]
         for m in models.values()
     }
-    return plot_learning_curves(curves, out / "e6_learning_curves.png")
+    refs = {
+        f"EvalStop σ={m['sigma']}": m["evalstop_reference"]
+        for m in models.values()
+        if m.get("evalstop_reference") is not None
+    }
+    return plot_learning_curves(curves, out / "e6_learning_curves.png", refs)
 
 
 def _run_with_progress(tasks, out, backend, workers, address, progress, n_cells):

@@ -89,7 +89,7 @@ def train(
     policy: str = "multi",
     env_kwargs: dict[str, Any] | None = None,
     eval_freq: int = 20_000,
-    eval_episodes: int = 5,
+    eval_episodes: int = 8,
     progress: bool = True,
     tensorboard: str | None = None,
     subproc: bool = False,
@@ -154,6 +154,8 @@ def train(
         device="cpu",
         **copy.deepcopy(hp),  # SB3 fills policy_kwargs in place: keep ours clean
     )
+    eval_seed = seed + 10_000
+    reseed = _reseed(eval_env, eval_seed)  # SB3 is imported lazily: build the class here
     callback = EvalCallback(
         eval_env,
         eval_freq=max(eval_freq // n_envs, 1),
@@ -161,6 +163,7 @@ def train(
         log_path=str(log_dir),
         deterministic=True,
         verbose=0,
+        callback_after_eval=reseed,
     )
     t0 = time.perf_counter()
     use_bar = progress and _has_progress_bar()
@@ -171,6 +174,14 @@ def train(
 
     probe = EvalStopEnv(**env_kwargs)
     dict_space = probe.observation_space
+    # EvalStop(k=2) on the very episodes every evaluation used: the reference line.
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    ref = float("nan")
+    if "consecutive_declines" in dict_space.spaces:
+        eval_env.seed(eval_seed)
+        predictor = _ScriptedPredictor(flatten, eval_env)
+        ref = float(evaluate_policy(predictor, eval_env, eval_episodes)[0])
     curve = _learning_curve(log_dir / "evaluations.npz")
     write_meta(
         out,
@@ -192,11 +203,59 @@ def train(
             "hyperparams": hp,
             "label": label,
             "learning_curve": curve,
+            "evalstop_reference": ref,
         },
     )
     venv.close()
     eval_env.close()
     return TrainResult(out, int(model.num_timesteps), seconds, model.num_timesteps / seconds, curve)
+
+
+def _reseed_callback_class() -> Any:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Reseed(BaseCallback):
+        """After each evaluation, rewind the eval env's seed: every evaluation then
+        runs the same episodes, so the learning curve compares like with like."""
+
+        def __init__(self, env: Any, seed: int) -> None:
+            super().__init__()
+            self.env, self.seed = env, seed
+
+        def _on_step(self) -> bool:
+            self.env.seed(self.seed)
+            return True
+
+    return Reseed
+
+
+def _reseed(env: Any, seed: int) -> Any:
+    return _reseed_callback_class()(env, seed)
+
+
+class _ScriptedPredictor:
+    """EvalStop(k=2) behind SB3's ``predict`` so ``evaluate_policy`` can run it."""
+
+    def __init__(self, flatten: bool, venv: Any) -> None:
+        self.flatten = flatten
+        self.k = 2
+        if flatten:
+            # Where consecutive_declines sits in the flattened Dict (keys sorted).
+            from gymnasium.spaces import flatdim
+
+            space = venv.get_attr("env")[0].env.observation_space  # the Dict under Flatten
+            offset = 0
+            for key, sub in space.spaces.items():
+                if key == "consecutive_declines":
+                    break
+                offset += flatdim(sub)
+            self.offset = offset
+
+    def predict(
+        self, obs: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
+    ):
+        d = obs[:, self.offset] if self.flatten else obs["consecutive_declines"][:, 0]
+        return (d + 0.5 >= self.k).astype(np.int64), state
 
 
 def _make_env(env_kwargs: dict[str, Any]) -> Any:
@@ -246,8 +305,9 @@ def plot_learning_curves(
         ax.plot(t, m, marker="o", ms=3, label=name)
         ax.fill_between(t, m - s, m + s, alpha=0.15)
     for name, v in (refs or {}).items():
-        ax.axhline(v, ls="--", lw=1, color="grey")
-        ax.annotate(name, (ax.get_xlim()[0], v), fontsize=7, va="bottom")
+        if v is not None and np.isfinite(v):
+            ax.axhline(v, ls="--", lw=1, color="grey")
+            ax.annotate(name, (ax.get_xlim()[0], v), fontsize=7, va="bottom", color="grey")
     ax.set_xlabel("training timesteps")
     ax.set_ylabel("evaluation return (utility)")
     ax.grid(alpha=0.3)

@@ -38,6 +38,8 @@ def test_short_training_produces_a_model_that_acts(model_path: Path) -> None:
         "loss",
     }
     assert meta["learning_curve"], "EvalCallback should have evaluated at least once"
+    # EvalStop on the same evaluation episodes, the learning curve's reference line
+    assert np.isfinite(meta["evalstop_reference"])
     policy = Learned(model_path)
     env = EvalStopEnv(**ENV)
     obs, _ = env.reset(seed=0)
