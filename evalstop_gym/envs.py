@@ -128,6 +128,20 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `realistic` (see docs/CALIBRATION.md).  `curves`: a curve-trace corpus (JSONL,
     docs/CURVE_TRACES.md) whose real runs replace the synthetic RLHF curves.
 
+    ## Example
+
+    >>> import gymnasium as gym
+    >>> import evalstop_gym
+    >>> env = gym.make("EvalStop-v0", n_jobs=20)
+    >>> obs, info = env.reset(seed=0)
+    >>> sorted(obs)
+    ['consecutive_declines', 'evals', 'job_type', 'loss', 'progress']
+    >>> obs["evals"].shape, env.action_space
+    ((20,), Discrete(2))
+    >>> obs, reward, terminated, truncated, info = env.step(0)
+    >>> sorted(info)
+    ['decisions', 'free_gpus', 'jobs_done', 'jobs_in_system', 'time_h']
+
     ## Version History
 
     * v0: initial version.

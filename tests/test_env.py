@@ -245,3 +245,12 @@ def test_sb3_subproc_vec_env_runs() -> None:
         assert r.shape == (2,)
     finally:
         venv.close()
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    import evalstop_gym.envs
+
+    res = doctest.testmod(evalstop_gym.envs)
+    assert res.attempted > 0 and res.failed == 0

@@ -56,6 +56,23 @@ def test_backfill_starts_a_job_that_fits_behind_a_blocked_one() -> None:
     assert starts[2] == (1, pytest.approx(5.0))
 
 
+def test_loss_aware_keeps_gpus_on_the_job_whose_loss_falls_fastest() -> None:
+    # Job 0's loss is flat, job 1's falls fast; both need the whole cluster.
+    # Job 1 (new, key -inf) preempts job 0 at job 0's first checkpoint (t = 2),
+    # then keeps the GPUs: its loss reduction rate is larger.  FIFO never preempts.
+    flat, steep = [0.9, 0.9, 0.9, 0.9], [0.5, 0.3, 0.2, 0.15]
+    jobs = hand_jobs([0.0, 0.5], [16, 16], [8.0, 8.0], loss=[flat, steep])
+    cfg = SimConfig(num_gpus=16, scheduler="loss-aware")
+    sim = Simulator(cfg, 0, jobs=jobs, record_events=True)
+    sim.run()
+    starts = [(e.jid, e.time) for e in sim.events if e.kind == "start"]
+    assert starts == [(0, 0.0), (1, pytest.approx(2.0)), (0, pytest.approx(10.0))]
+    assert sim.jobs[1].finish == pytest.approx(10.0) and sim.jobs[0].finish == pytest.approx(16.0)
+    fifo = Simulator(SimConfig(num_gpus=16, scheduler="fifo"), 0, jobs=jobs, record_events=True)
+    fifo.run()
+    assert [e.jid for e in fifo.events if e.kind == "start"] == [0, 1]
+
+
 def _job(loss: list[float], ckpt_done: int, work_done: float, gpus: int = 8) -> Job:
     j = Job(0, 2, gpus, 0.0, 10.0, 10.0, False, math.inf, [0.5] * len(loss), loss)
     j.ckpt_done, j.work_done = ckpt_done, work_done
