@@ -92,6 +92,7 @@ def train_models(
             "variant": variant,
             **{k: meta[k] for k in ("timesteps", "train_seconds", "learning_curve", "algo")},
             "evalstop_reference": meta.get("evalstop_reference"),
+            "selected_at": meta.get("selected_at"),
         }
     return info
 

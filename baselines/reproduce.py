@@ -127,7 +127,8 @@ def reproduce(
     }
     if models:
         header["E6 training"] = "; ".join(
-            f"{Path(p).stem}: {m['algo'].upper()}, {m['timesteps']} steps in {m['train_seconds']:.0f} s"
+            f"{Path(p).stem}: {m['algo'].upper()}, {m['timesteps']} steps in "
+            f"{m['train_seconds']:.0f} s, kept the best evaluation (at {m['selected_at']})"
             for p, m in models.items()
         )
     if e6_note:

@@ -96,8 +96,15 @@ def train(
     label: str | None = None,
     verbose: int = 0,
     hyperparams: dict[str, Any] | None = None,
+    keep_best: bool = True,
 ) -> TrainResult:
-    """Train a stopper on EvalStop-v0 and save it to ``out`` (a .zip)."""
+    """Train a stopper on EvalStop-v0 and save it to ``out`` (a .zip).
+
+    With ``keep_best`` (default) the saved model is the one that scored best in
+    the periodic evaluations (validation episodes, seeded apart from the seeds
+    ``baselines.evaluate`` and ``reproduce`` test on), not merely the last one:
+    value-based learners like DQN keep oscillating after they have learned.
+    """
     import torch
     from gymnasium.wrappers import FlattenObservation
     from stable_baselines3.common.callbacks import EvalCallback
@@ -161,6 +168,7 @@ def train(
         eval_freq=max(eval_freq // n_envs, 1),
         n_eval_episodes=eval_episodes,
         log_path=str(log_dir),
+        best_model_save_path=str(log_dir) if keep_best else None,
         deterministic=True,
         verbose=0,
         callback_after_eval=reseed,
@@ -169,6 +177,10 @@ def train(
     use_bar = progress and _has_progress_bar()
     model.learn(total_timesteps=timesteps, callback=callback, progress_bar=use_bar)
     seconds = time.perf_counter() - t0
+    trained_steps = int(model.num_timesteps)
+    best = log_dir / "best_model.zip"
+    if keep_best and best.exists():
+        model = cls.load(best, device="cpu")
     model.save(out)
     from evalstop_gym.envs import EvalStopEnv
 
@@ -196,7 +208,9 @@ def train(
                 for k, s in dict_space.spaces.items()
             },
             "env_kwargs": env_kwargs,
-            "timesteps": int(model.num_timesteps),
+            "timesteps": trained_steps,
+            "selected": "best periodic evaluation" if keep_best and best.exists() else "last",
+            "selected_at": _best_step(curve) if keep_best and best.exists() else trained_steps,
             "train_seconds": seconds,
             "seed": seed,
             "n_envs": n_envs,
@@ -208,7 +222,7 @@ def train(
     )
     venv.close()
     eval_env.close()
-    return TrainResult(out, int(model.num_timesteps), seconds, model.num_timesteps / seconds, curve)
+    return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve)
 
 
 def _reseed_callback_class() -> Any:
@@ -277,6 +291,10 @@ def _has_progress_bar() -> bool:
     return True
 
 
+def _best_step(curve: list[tuple[int, float, float]]) -> int:
+    return max(curve, key=lambda c: c[1])[0] if curve else 0
+
+
 def _learning_curve(npz: Path) -> list[tuple[int, float, float]]:
     if not npz.exists():
         return []
@@ -338,6 +356,9 @@ def add_train_parser(sub: Any) -> None:
     )
     t.add_argument("--no-progress", action="store_true")
     t.add_argument(
+        "--last", action="store_true", help="save the last model, not the best-evaluated one"
+    )
+    t.add_argument(
         "--hyperparams",
         type=json.loads,
         default=None,
@@ -361,6 +382,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         tensorboard=args.tensorboard,
         subproc=args.subproc,
         hyperparams=args.hyperparams,
+        keep_best=not args.last,
     )
     print(
         f"saved {res.path}: {res.timesteps} steps in {res.seconds:.1f} s "

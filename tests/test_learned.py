@@ -40,6 +40,8 @@ def test_short_training_produces_a_model_that_acts(model_path: Path) -> None:
     assert meta["learning_curve"], "EvalCallback should have evaluated at least once"
     # EvalStop on the same evaluation episodes, the learning curve's reference line
     assert np.isfinite(meta["evalstop_reference"])
+    best = max(meta["learning_curve"], key=lambda c: c[1])
+    assert meta["selected"] == "best periodic evaluation" and meta["selected_at"] == best[0]
     policy = Learned(model_path)
     env = EvalStopEnv(**ENV)
     obs, _ = env.reset(seed=0)
