@@ -192,7 +192,9 @@ def train(
     ref = float("nan")
     if "consecutive_declines" in dict_space.spaces:
         eval_env.seed(eval_seed)
-        predictor = _ScriptedPredictor(flatten, eval_env)
+        from .policies import EvalStop
+
+        predictor = _PolicyPredictor(EvalStop(2), dict_space, flatten)
         ref = float(evaluate_policy(predictor, eval_env, eval_episodes)[0])
     curve = _learning_curve(log_dir / "evaluations.npz")
     write_meta(
@@ -247,29 +249,23 @@ def _reseed(env: Any, seed: int) -> Any:
     return _reseed_callback_class()(env, seed)
 
 
-class _ScriptedPredictor:
-    """EvalStop(k=2) behind SB3's ``predict`` so ``evaluate_policy`` can run it."""
+class _PolicyPredictor:
+    """A ``baselines`` policy behind SB3's ``predict``, so ``evaluate_policy`` can run it."""
 
-    def __init__(self, flatten: bool, venv: Any) -> None:
-        self.flatten = flatten
-        self.k = 2
-        if flatten:
-            # Where consecutive_declines sits in the flattened Dict (keys sorted).
-            from gymnasium.spaces import flatdim
-
-            space = venv.get_attr("env")[0].env.observation_space  # the Dict under Flatten
-            offset = 0
-            for key, sub in space.spaces.items():
-                if key == "consecutive_declines":
-                    break
-                offset += flatdim(sub)
-            self.offset = offset
+    def __init__(self, policy: Any, dict_space: Any, flatten: bool) -> None:
+        self.policy, self.space, self.flatten = policy, dict_space, flatten
 
     def predict(
         self, obs: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
     ):
-        d = obs[:, self.offset] if self.flatten else obs["consecutive_declines"][:, 0]
-        return (d + 0.5 >= self.k).astype(np.int64), state
+        from gymnasium.spaces import unflatten
+
+        if self.flatten:
+            rows = [unflatten(self.space, o) for o in obs]
+        else:
+            n = len(next(iter(obs.values())))
+            rows = [{k: v[i] for k, v in obs.items()} for i in range(n)]
+        return np.array([self.policy.act(r) for r in rows], dtype=np.int64), state
 
 
 def _make_env(env_kwargs: dict[str, Any]) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 from .calibration import Calibration, get_calibration
 from .errors import ConfigError
 from .schedulers import SCHEDULERS, Scheduler, make_scheduler
-from .workloads import Workload, check_fraction, get_workload, with_overrides
+from .workloads import Workload, check_fits, check_fraction, get_workload, with_overrides
 
 
 def _is_int(v: Any) -> bool:
@@ -92,13 +92,7 @@ class SimConfig:
                 raise ConfigError("trace_cluster", self.trace_cluster, "only with trace=PATH")
             # Validates load (and the other overrides) through the Workload checks.
             self.resolved_workload()
-            for t, prof in enumerate(wl.profiles):
-                if wl.type_mix[t] > 0 and max(prof.gpus) > self.num_gpus:
-                    raise ConfigError(
-                        "num_gpus",
-                        self.num_gpus,
-                        f">= {max(prof.gpus)}, the largest job of workload {wl.name!r}",
-                    )
+            check_fits(wl, self.num_gpus)
         else:
             if not isinstance(self.trace, str | os.PathLike):
                 raise ConfigError("trace", self.trace, "a path to a CSV in the Philly format")

@@ -115,6 +115,11 @@ class Job:
         self.preemptions = 0
         self.gpu_hours = 0.0
 
+    @property
+    def delivered(self) -> int:
+        """Index of the delivered checkpoint: the best observed if stopped, else the final."""
+        return self.best_idx if self.stopped else self.n_ckpt - 1
+
 
 @dataclass(frozen=True)
 class Event:
@@ -330,7 +335,7 @@ class Simulator:
             peak_progress=self.curves.peak_progress,
             stopped=np.array([j.stopped for j in jobs]),
             ckpt_done=np.array([j.ckpt_done for j in jobs]),
-            delivered=np.array([j.best_idx if j.stopped else j.n_ckpt - 1 for j in jobs]),
+            delivered=np.array([j.delivered for j in jobs]),
             true_eval=self.curves.true_eval,
             gpu_hours=np.array([j.gpu_hours for j in jobs]),
         )

@@ -339,8 +339,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         quality = 0.0
         order = sim.finished_order
         for jid in order[self._n_delivered :]:
-            j = sim.jobs[jid]
-            quality += self._true[jid][j.best_idx if j.stopped else j.n_ckpt - 1]
+            quality += self._true[jid][sim.jobs[jid].delivered]
         self._n_delivered = len(order)
         self._return_parts["time_in_system"] -= self.time_cost * area
         self._return_parts["quality"] += self.quality_weight * quality

@@ -117,6 +117,18 @@ class Workload:
         return self.load * num_gpus / self.mean_gpu_hours()
 
 
+def check_fits(workload: Workload, num_gpus: int) -> None:
+    """Refuse a cluster smaller than the largest job the workload can draw."""
+    for t, prof in enumerate(workload.profiles):
+        if workload.type_mix[t] > 0 and max(prof.gpus) > num_gpus:
+            raise ConfigError(
+                "num_gpus",
+                num_gpus,
+                f">= {max(prof.gpus)}: {JOB_TYPES[t]} jobs of workload "
+                f"{workload.name!r} may ask for {max(prof.gpus)} GPUs",
+            )
+
+
 def check_fraction(name: str, value: float) -> None:
     if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
         raise ConfigError(name, value, "a fraction in [0, 1]")
@@ -175,14 +187,7 @@ def _assign_types(
 def generate_jobs(workload: Workload, num_gpus: int, rng: np.random.Generator) -> JobBatch:
     """Draw a synthetic episode: Poisson arrivals, types, sizes, durations."""
     n = workload.n_jobs
-    for t, prof in enumerate(workload.profiles):
-        if workload.type_mix[t] > 0 and max(prof.gpus) > num_gpus:
-            raise ConfigError(
-                "num_gpus",
-                num_gpus,
-                f">= {max(prof.gpus)}: {JOB_TYPES[t]} jobs of workload "
-                f"{workload.name!r} may ask for {max(prof.gpus)} GPUs",
-            )
+    check_fits(workload, num_gpus)
     rate = workload.arrival_rate(num_gpus)
     arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))
     arrivals -= arrivals[0]  # the first job arrives at t = 0
