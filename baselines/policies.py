@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from evalstop_gym.errors import ConfigError
-from evalstop_gym.workloads import JOB_TYPES
+from evalstop_gym.sim.workloads import JOB_TYPES
 
 Obs = Mapping[str, np.ndarray]
 

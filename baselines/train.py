@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .envargs import add_env_arguments, env_kwargs_from_args
+from evalstop_cli.envargs import add_env_arguments, env_kwargs_from_args
 
 #: Episode metrics Monitor writes to its CSV at the end of each episode.
 MONITOR_KEYWORDS = (
@@ -273,7 +273,7 @@ def _make_env(env_kwargs: dict[str, Any]) -> Any:
     import gymnasium as gym
 
     import evalstop_gym  # noqa: F401
-    from evalstop_gym.wrappers import EpisodeMetricsInfo
+    from evalstop_gym.envs.wrappers import EpisodeMetricsInfo
 
     return EpisodeMetricsInfo(gym.make("EvalStop-v0", **env_kwargs))
 

@@ -6,15 +6,26 @@ Gymnasium; :mod:`evalstop_gym.envs` is a thin layer on top.
 
 from __future__ import annotations
 
-from .boundary import BOUNDARY_FIELDS, HIDDEN_FIELDS, JobView
-from .calibration import CALIBRATIONS, Calibration
-from .config import SimConfig
-from .engine import Simulator
+from .corpus import (
+    CurveTrace,
+    CurveTraceError,
+    fit_gao,
+    fit_gao_trace,
+    label_hacking,
+    load_openrlhf_log,
+    load_trl_trainer_state,
+    read_traces,
+    write_traces,
+)
 from .errors import ConfigError, TraceError
-from .metrics import METRIC_KEYS, episode_metrics
-from .schedulers import SCHEDULERS, Scheduler
-from .stopping import KDeclineRule, never_stop
-from .workloads import SAMPLE_TRACE, WORKLOADS, Workload
+from .sim.boundary import BOUNDARY_FIELDS, HIDDEN_FIELDS, JobView
+from .sim.calibration import CALIBRATIONS, Calibration
+from .sim.config import SimConfig
+from .sim.engine import Simulator
+from .sim.metrics import METRIC_KEYS, episode_metrics
+from .sim.schedulers import SCHEDULERS, Scheduler
+from .sim.stopping import KDeclineRule, never_stop
+from .sim.workloads import SAMPLE_TRACE, WORKLOADS, Workload
 
 __version__ = "0.1.0"
 
@@ -40,6 +51,8 @@ __all__ = [
     "WORKLOADS",
     "Calibration",
     "ConfigError",
+    "CurveTrace",
+    "CurveTraceError",
     "JobView",
     "KDeclineRule",
     "Scheduler",
@@ -48,5 +61,12 @@ __all__ = [
     "TraceError",
     "Workload",
     "episode_metrics",
+    "fit_gao",
+    "fit_gao_trace",
+    "label_hacking",
+    "load_openrlhf_log",
+    "load_trl_trainer_state",
     "never_stop",
+    "read_traces",
+    "write_traces",
 ]

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalstop_gym.curves import Curves
-from evalstop_gym.workloads import JobBatch
+from evalstop_gym.sim.synthetic_curves import Curves
+from evalstop_gym.sim.workloads import JobBatch
 
 PHILLY = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "philly" / "philly.csv"
 PHILLY = Path(os.environ.get("EVALSTOP_PHILLY", PHILLY)).resolve()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 
 from evalstop_gym import BOUNDARY_FIELDS, HIDDEN_FIELDS, JobView, SimConfig, Simulator
-from evalstop_gym.engine import Job
+from evalstop_gym.sim.engine import Job
 
 
 def test_view_holds_exactly_the_whitelist() -> None:

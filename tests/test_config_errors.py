@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evalstop_gym import ConfigError, KDeclineRule, SimConfig, Simulator, TraceError
-from evalstop_gym.calibration import Calibration
+from evalstop_gym.sim.calibration import Calibration
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Tests of evalstop_gym.curve_traces: format, loaders, labels, resampling and the Gao fit."""
+"""Tests of evalstop_gym.corpus: format, loaders, labels, resampling and the Gao fit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalstop_gym.curve_traces import (
+from evalstop_gym.corpus import (
     CurveTrace,
     CurveTraceError,
     fit_gao,
@@ -477,7 +477,7 @@ def test_gao_fit_errors_and_trace_shift() -> None:
 
 def test_module_imports_without_torch() -> None:
     code = (
-        "import sys, evalstop_gym.curve_traces as m; "
+        "import sys, evalstop_gym.corpus as m; "
         "assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -250,7 +250,7 @@ def test_sb3_subproc_vec_env_runs() -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    import evalstop_gym.envs
+    import evalstop_gym.envs.evalstop
 
-    res = doctest.testmod(evalstop_gym.envs)
+    res = doctest.testmod(evalstop_gym.envs.evalstop)
     assert res.attempted > 0 and res.failed == 0

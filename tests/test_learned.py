@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("stable_baselines3")
 
 from baselines import EvalStop, evaluate
-from baselines.cli import main
 from baselines.learned import Learned, read_meta
 from baselines.train import train
+from evalstop_cli.main import main
 from evalstop_gym.envs import EvalStopEnv
 
 ENV = {"n_jobs": 15}

@@ -9,7 +9,7 @@ import pytest
 from conftest import hand_jobs
 
 from evalstop_gym import METRIC_KEYS, KDeclineRule, SimConfig, Simulator
-from evalstop_gym.metrics import EpisodeRecord, episode_metrics
+from evalstop_gym.sim.metrics import EpisodeRecord, episode_metrics
 
 
 def record() -> EpisodeRecord:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from evalstop_gym import ConfigError, KDeclineRule, SimConfig, Simulator
-from evalstop_gym.curve_traces import CurveTrace, write_traces
-from evalstop_gym.workloads import RLHF
+from evalstop_gym.corpus import CurveTrace, write_traces
+from evalstop_gym.sim.workloads import RLHF
 
 
 def _trace(run_id: str, gold: list[float], label: bool) -> CurveTrace:

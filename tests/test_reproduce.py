@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from baselines.cli import main
-from baselines.experiments import build_cells
-from baselines.reproduce import reproduce
-from baselines.runner import run_tasks
-from baselines.stats import fmt_ci, mean_ci, pct_change
+from evalstop_cli.main import main
+from evalstop_experiments.experiments import build_cells
+from evalstop_experiments.reproduce import reproduce
+from evalstop_experiments.runner import run_tasks
+from evalstop_experiments.stats import fmt_ci, mean_ci, pct_change
 
 TINY = {
     "seeds": 2,
@@ -131,7 +131,7 @@ def test_learned_and_real_curve_experiments(tmp_path: Path) -> None:
     pytest.importorskip("stable_baselines3")
     from test_real_curves import _trace
 
-    from evalstop_gym.curve_traces import write_traces
+    from evalstop_gym.corpus import write_traces
 
     corpus = tmp_path / "corpus.jsonl"
     write_traces(

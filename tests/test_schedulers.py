@@ -8,8 +8,8 @@ import pytest
 from conftest import hand_jobs
 
 from evalstop_gym import SCHEDULERS, ConfigError, Scheduler, SimConfig, Simulator
-from evalstop_gym.engine import Job
-from evalstop_gym.schedulers import LossAware, Tiresias
+from evalstop_gym.sim.engine import Job
+from evalstop_gym.sim.schedulers import LossAware, Tiresias
 
 
 def start_order(scheduler: str, **opts) -> list[int]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ConfigError
 from .boundary import JobView
-from .errors import ConfigError
 
 
 @dataclass(frozen=True)

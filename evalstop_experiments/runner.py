@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .evaluate import run_episode
+from baselines.evaluate import run_episode
+
 from .experiments import Cell
 
 Task = tuple[Cell, int]

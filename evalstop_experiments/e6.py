@@ -37,7 +37,7 @@ def available() -> bool:
 
 
 def _train_one(args: tuple[str, float, str | None, int, int]) -> dict[str, Any]:
-    from .train import train
+    from baselines.train import train
 
     path, sigma, fields, timesteps, seed = args
     env = {"eval_noise": sigma}
@@ -64,7 +64,7 @@ def train_models(
     out: Path, *, quick: bool, workers: int | None, timesteps: int | None = None, seed: int = 0
 ) -> dict[str, dict[str, Any]]:
     """Train (or reuse) the four E6 models; return their metadata by label."""
-    from .learned import read_meta
+    from baselines.learned import read_meta
 
     steps = timesteps or BUDGET["quick" if quick else "default"]
     jobs = []

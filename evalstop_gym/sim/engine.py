@@ -2,7 +2,7 @@
 
 The engine owns time (a heap of events with a counter tie-breaker, hours as
 unit), the GPUs (gang allocation: a job holds all its GPUs or none) and the
-jobs.  A base scheduler (:mod:`evalstop_gym.schedulers`) decides who runs; a
+jobs.  A base scheduler (:mod:`evalstop_gym.sim.schedulers`) decides who runs; a
 *stopper* decides, at each eval checkpoint of a job, whether to stop it.
 Stopping is a wrapper around the scheduler: a stop frees the GPUs at that
 instant, delivers the best observed checkpoint, and hands the cluster back to
@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from .boundary import JobView, make_view
 from .config import SimConfig
-from .curves import Curves, sample_curves
-from .errors import ConfigError
 from .metrics import EpisodeRecord, episode_metrics
+from .synthetic_curves import Curves, sample_curves
 from .workloads import JobBatch, generate_jobs, trace_jobs
 
 # Heap event kinds.  At equal times the counter keeps insertion order.

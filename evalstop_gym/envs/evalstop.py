@@ -8,11 +8,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .boundary import BOUNDARY_FIELDS, JobView
-from .config import SimConfig
-from .engine import Simulator
-from .errors import ConfigError
-from .workloads import JOB_TYPES
+from ..errors import ConfigError
+from ..sim.boundary import BOUNDARY_FIELDS, JobView
+from ..sim.config import SimConfig
+from ..sim.engine import Simulator
+from ..sim.workloads import JOB_TYPES
 
 REWARD_MODES: tuple[str, ...] = ("utility", "system")
 _EVAL_BOUND = 10.0

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from baselines.micro_rlhf.model import (
+from evalstop_gym.corpus import CurveTrace, label_hacking
+from evalstop_gym.corpus.generators.micro_rlhf.model import (
     LENGTH,
     VOCAB,
     Policy,
@@ -25,7 +26,6 @@ from baselines.micro_rlhf.model import (
     gold_reward,
     pretrained_state,
 )
-from evalstop_gym.curve_traces import CurveTrace, label_hacking
 
 #: Largest number of preference pairs in one proxy-training step.
 PROXY_BATCH = 1024

@@ -11,8 +11,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..errors import ConfigError
 from .calibration import Calibration, get_calibration
-from .errors import ConfigError
 from .schedulers import SCHEDULERS, Scheduler, make_scheduler
 from .workloads import Workload, check_fits, check_fraction, get_workload, with_overrides
 
@@ -28,7 +28,7 @@ class SimConfig:
     Attributes:
         num_gpus: Cluster size (homogeneous GPUs, gang-allocated).
         workload: Preset name (``heavy-rlhf``, ``balanced``, ``light-rlhf``) or a
-            :class:`~evalstop_gym.workloads.Workload`.
+            :class:`~evalstop_gym.sim.workloads.Workload`.
         scheduler: Base scheduler: ``fifo``, ``sjf-est``, ``srtf-est``,
             ``loss-aware`` or ``tiresias`` (or any registered subclass).
         scheduler_options: Keyword arguments of the scheduler class.

@@ -20,7 +20,7 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from .stats import fmt_ci
+    from evalstop_experiments.stats import fmt_ci
 
     t = Table(title=title)
     cols = [
@@ -49,9 +49,9 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    from .experiments import SCRIPTED, Cell
-    from .report import add_deltas, summarise
-    from .runner import _worker
+    from evalstop_experiments.experiments import SCRIPTED, Cell
+    from evalstop_experiments.report import add_deltas, summarise
+    from evalstop_experiments.runner import _worker
 
     env = env_kwargs_from_args(args)
     t0 = time.perf_counter()
@@ -78,7 +78,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from .reproduce import reproduce
+    from evalstop_experiments.reproduce import reproduce
 
     res = reproduce(
         args.out,
@@ -145,14 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_reproduce)
 
     try:
-        from .train import add_train_parser
+        from baselines.train import add_train_parser
     except ImportError:  # pragma: no cover - the module ships with the package
         add_train_parser = None
     if add_train_parser is not None:
         add_train_parser(sub)
     try:
-        from .micro_rlhf.generate import add_arguments as add_curves_args
-        from .micro_rlhf.generate import run as run_curves
+        from evalstop_gym.corpus.generators.micro_rlhf.generate import (
+            add_arguments as add_curves_args,
+        )
+        from evalstop_gym.corpus.generators.micro_rlhf.generate import run as run_curves
     except ImportError:
         add_curves_args = None
     if add_curves_args is not None:

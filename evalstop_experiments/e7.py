@@ -33,7 +33,7 @@ def ensure_corpus(
     """The corpus file, generated once per output folder (reused afterwards)."""
     path = out / "curves" / f"traces_{CORPUS_RUNS['quick' if quick else 'default']}.jsonl"
     if not path.exists():
-        from .micro_rlhf.generate import generate_corpus
+        from evalstop_gym.corpus.generators.micro_rlhf.generate import generate_corpus
 
         path.parent.mkdir(parents=True, exist_ok=True)
         generate_corpus(
@@ -66,7 +66,7 @@ def corpus_summary(corpus: Path) -> dict[str, Any]:
     """How many runs hack, where they peak, and how well the Gao law fits."""
     import numpy as np
 
-    from evalstop_gym.curve_traces import fit_gao_trace, peak_progress, read_traces
+    from evalstop_gym.corpus import fit_gao_trace, peak_progress, read_traces
 
     traces = read_traces(corpus)
     hack = [t for t in traces if t.label]

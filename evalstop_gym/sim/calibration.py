@@ -4,7 +4,7 @@ A calibration fixes the *shape* of the curves jobs produce: how many eval
 checkpoints a job declares, how much an RLHF run gains, where hacking and
 healthy runs peak, how LoRA/DPO runs saturate and how the training loss falls.
 The *mix* of jobs (types, hack fraction, sizes, load) lives in
-:mod:`evalstop_gym.workloads`.
+:mod:`evalstop_gym.sim.workloads`.
 
 Two calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
 "k consecutive declines" detector behaves very differently in the two regimes:
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 Range = tuple[float, float]
 

@@ -21,9 +21,9 @@ import os
 
 import numpy as np
 
-from .curve_traces import CurveTrace, peak_progress, read_traces, resample
-from .curves import Curves
-from .errors import ConfigError
+from ..corpus import CurveTrace, peak_progress, read_traces, resample
+from ..errors import ConfigError
+from .synthetic_curves import Curves
 from .workloads import RLHF, JobBatch
 
 BASE, GAIN, LOSS_FLOOR = 0.3, 0.6, 0.2

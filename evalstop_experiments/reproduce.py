@@ -147,7 +147,7 @@ def reproduce(
 
 
 def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]], summary) -> Path:
-    from .train import plot_learning_curves
+    from baselines.train import plot_learning_curves
 
     curves = {
         f"{m['algo'].upper()}[{m['variant']}] σ={m['sigma']}": [

@@ -1,7 +1,7 @@
 """Workloads: which jobs arrive, when, how big and how long.
 
 Every number of the synthetic presets is defined here, once, with where it
-comes from.  The curve *shapes* are in :mod:`evalstop_gym.calibration`.
+comes from.  The curve *shapes* are in :mod:`evalstop_gym.sim.calibration`.
 
 Sources and assumptions (see ``docs/CALIBRATION.md`` for the discussion):
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, TraceError
+from ..errors import ConfigError, TraceError
 
 LORA, DPO, RLHF = 0, 1, 2
 JOB_TYPES: tuple[str, ...] = ("lora", "dpo", "rlhf")

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
+from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
 
 POLICY_CLASSES: dict[str, type] = {
     "NoStop": NoStop,
@@ -33,7 +33,7 @@ class PolicySpec:
 
     def build(self) -> Policy:
         if self.kind == "Learned":
-            from .learned import Learned
+            from baselines.learned import Learned
 
             return Learned(**self.kwargs)
         return POLICY_CLASSES[self.kind](**self.kwargs)

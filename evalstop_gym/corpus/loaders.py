@@ -1,0 +1,321 @@
+"""Loaders for other tools' training logs: TRL ``trainer_state.json`` and OpenRLHF metrics.
+
+Both read a log into a :class:`~evalstop_gym.corpus.format.CurveTrace` and label it with the one
+rule of :func:`~evalstop_gym.corpus.analysis.label_hacking`. Numpy only.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .analysis import label_hacking
+from .format import CurveTrace, CurveTraceError, _json_lines, _where
+
+# --------------------------------------------------------------------------------------------
+# Loaders for other tools' logs
+# --------------------------------------------------------------------------------------------
+
+
+def _align_last(series_steps: Sequence[int], values: Sequence[float], at: np.ndarray) -> np.ndarray:
+    """Value of a logged series at each step of ``at``: the last value logged at or before it.
+
+    Steps earlier than the first logged value take the first value (e.g. an eval at step 0,
+    before any training loss exists): the loss before training is closest to the first loss.
+    """
+    steps = np.asarray(series_steps, dtype=np.int64)
+    order = np.argsort(steps, kind="stable")  # stable: among equal steps the later log wins
+    steps, vals = steps[order], np.asarray(values, dtype=np.float64)[order]
+    idx = np.searchsorted(steps, at, side="right") - 1
+    return vals[np.clip(idx, 0, None)]
+
+
+def _build_from_records(
+    path: Path,
+    records: Sequence[tuple[int, int, Mapping[str, Any]]],
+    *,
+    where_word: str,
+    eval_key: str,
+    loss_key: str,
+    proxy_key: str | None,
+    kl_key: str | None,
+    gold_key: str | None,
+    run_id: str,
+    meta: dict[str, Any],
+) -> CurveTrace:
+    """Turn (position, step, metrics) records into a trace; shared by the log loaders.
+
+    Eval records define the checkpoints; loss, proxy, KL and gold are aligned to them with
+    :func:`_align_last` (gold, when logged with the eval, is aligned the same way).
+    """
+
+    def loc(pos: int) -> str:
+        return f"{path}: {where_word} {pos}"
+
+    eval_steps: list[int] = []
+    eval_vals: list[float] = []
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    wanted = {"loss": loss_key, "proxy": proxy_key, "kl": kl_key, "gold": gold_key}
+    for pos, step, rec in records:
+        for role, key in [("eval", eval_key), *wanted.items()]:
+            if key is None or key not in rec or rec[key] is None or rec[key] == "":
+                continue
+            value = rec[key]
+            if isinstance(value, str):
+                try:
+                    value = float(value)
+                except ValueError:
+                    raise CurveTraceError(
+                        f"{loc(pos)}: field {key!r}: expected a finite number, got {value!r}"
+                    ) from None
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise CurveTraceError(
+                    f"{loc(pos)}: field {key!r}: expected a finite number, got {value!r}"
+                )
+            if not math.isfinite(value):
+                raise CurveTraceError(
+                    f"{loc(pos)}: field {key!r}: expected a finite number, got {value!r}"
+                )
+            if role == "kl" and value < 0:
+                raise CurveTraceError(
+                    f"{loc(pos)}: field {key!r}: expected a number >= 0, got {value!r}"
+                )
+            if role == "eval":
+                if eval_steps and step <= eval_steps[-1]:
+                    raise CurveTraceError(
+                        f"{loc(pos)}: field {key!r} logged at step {step}, not after the previous "
+                        f"eval step {eval_steps[-1]}; eval steps must be strictly increasing"
+                    )
+                eval_steps.append(step)
+                eval_vals.append(float(value))
+            else:
+                s, v = series.setdefault(role, ([], []))
+                s.append(step)
+                v.append(float(value))
+    if not eval_steps:
+        raise CurveTraceError(
+            f"{path}: no entry carries the eval key {eval_key!r}; pass eval_key= to choose the "
+            "logged eval metric"
+        )
+    if "loss" not in series:
+        raise CurveTraceError(
+            f"{path}: no entry carries the loss key {loss_key!r}; pass loss_key= to choose the "
+            "logged training loss"
+        )
+    at = np.array(eval_steps, dtype=np.int64)
+    aligned = {role: _align_last(*series[role], at) for role in series}
+    gold = aligned.get("gold")
+    return CurveTrace(
+        run_id=run_id,
+        step=at,
+        eval=np.array(eval_vals),
+        loss=aligned["loss"],
+        proxy=aligned.get("proxy"),
+        kl=aligned.get("kl"),
+        gold=gold,
+        label=None if gold is None else label_hacking(gold),
+        meta=meta,
+    )
+
+
+def _default_run_id(path: Path) -> str:
+    # HF writes trainer_state.json into output_dir/checkpoint-N/: the run is the output dir.
+    parent = path.resolve().parent
+    if parent.name.startswith("checkpoint-") and parent.parent.name:
+        return parent.parent.name
+    return parent.name or path.stem
+
+
+def _step_of(value: Any, path: Path, where: str, key: str) -> int:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not float(value).is_integer()
+        or value < 0
+    ):
+        raise CurveTraceError(
+            f"{path}: {where}: field {key!r}: expected a non-negative integer step, got {value!r}"
+        )
+    return int(value)
+
+
+def load_trl_trainer_state(
+    path: str | os.PathLike[str],
+    eval_key: str = "eval_reward",
+    loss_key: str = "loss",
+    run_id: str | None = None,
+    *,
+    proxy_key: str | None = None,
+    kl_key: str | None = None,
+    gold_key: str | None = None,
+) -> CurveTrace:
+    """Load a HuggingFace/TRL ``trainer_state.json`` as a trace.
+
+    The checkpoints are the ``log_history`` entries carrying ``eval_key``; the training loss (and
+    the optional proxy, KL and gold series) at each is the last one logged at or before that
+    step (the first one, for evals logged before any training entry).
+
+    Args:
+        path: The ``trainer_state.json`` file.
+        eval_key: Metric of the eval entries, e.g. ``"eval_reward"`` or
+            ``"eval_rewards/accuracies"``.
+        loss_key: Metric of the training entries.
+        run_id: Name of the run; default: the output folder (the parent of ``checkpoint-N``).
+        proxy_key: Optional proxy-reward metric, e.g. ``"objective/scores"``.
+        kl_key: Optional KL metric, e.g. ``"objective/kl"``.
+        gold_key: Optional gold metric; when given the trace is labelled by
+            :func:`label_hacking`.
+
+    Returns:
+        The trace, ``meta = {"source": "trl", "path": ...}``.
+
+    Raises:
+        CurveTraceError: Invalid JSON (with its line), no ``log_history`` list, an entry that is
+            not an object or lacks a valid ``step`` (with its ``log_history`` index), a
+            non-numeric metric, non-increasing eval steps, or a missing eval or loss key.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CurveTraceError(
+            f"{_where(path, exc.lineno)}: not valid JSON ({exc.msg} at column {exc.colno})"
+        ) from None
+    if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
+        raise CurveTraceError(
+            f"{path}: field 'log_history': expected a top-level object with a 'log_history' list"
+        )
+    records = []
+    for i, entry in enumerate(state["log_history"]):
+        where = f"log_history[{i}]"
+        if not isinstance(entry, dict):
+            raise CurveTraceError(f"{path}: {where}: expected an object, got {entry!r}")
+        if "step" not in entry:
+            raise CurveTraceError(f"{path}: {where}: missing required field 'step'")
+        records.append((i, _step_of(entry["step"], path, where, "step"), entry))
+    return _build_from_records(
+        path,
+        [(i, step, rec) for i, step, rec in records],
+        where_word="log_history index",
+        eval_key=eval_key,
+        loss_key=loss_key,
+        proxy_key=proxy_key,
+        kl_key=kl_key,
+        gold_key=gold_key,
+        run_id=run_id or _default_run_id(path),
+        meta={"source": "trl", "path": str(path)},
+    )
+
+
+_OPENRLHF_STEP_KEYS = ("global_step", "step", "train/global_step", "eval/global_step")
+
+
+def load_openrlhf_log(
+    path: str | os.PathLike[str],
+    eval_key: str = "eval/reward",
+    loss_key: str = "train/policy_loss",
+    run_id: str | None = None,
+    *,
+    proxy_key: str | None = "train/reward",
+    kl_key: str | None = "train/kl",
+    gold_key: str | None = None,
+    step_key: str | None = None,
+    fmt: str | None = None,
+) -> CurveTrace:
+    """Load an OpenRLHF-style metric log (JSONL or CSV) as a trace.
+
+    Each row holds a step column and any of ``train/...`` and ``eval/...`` metrics (empty CSV
+    cells or missing JSON keys mean "not logged in this row"). The checkpoints are the rows
+    carrying ``eval_key``; the other series are aligned to them as in
+    :func:`load_trl_trainer_state`. Optional series whose key never appears are ``None``.
+
+    Args:
+        path: The ``.jsonl``/``.json``/``.log`` (JSON lines) or ``.csv`` file.
+        eval_key: The eval metric.
+        loss_key: The training loss metric.
+        run_id: Name of the run; default: the file name without extension.
+        proxy_key: Proxy-reward metric (``None`` to skip).
+        kl_key: KL metric (``None`` to skip).
+        gold_key: Gold metric; when given the trace is labelled by :func:`label_hacking`.
+        step_key: Step column; default: the first of ``global_step``, ``step``,
+            ``train/global_step``, ``eval/global_step`` present in each row.
+        fmt: ``"jsonl"`` or ``"csv"``; default: from the file extension.
+
+    Returns:
+        The trace, ``meta = {"source": "openrlhf", "path": ...}``.
+
+    Raises:
+        CurveTraceError: A malformed row; the message names the file, 1-based line and field.
+    """
+    path = Path(path)
+    fmt = fmt or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
+    if fmt not in ("jsonl", "csv"):
+        raise CurveTraceError(f"{path}: format {fmt!r} unknown; allowed: 'jsonl', 'csv'")
+    step_keys = (step_key,) if step_key else _OPENRLHF_STEP_KEYS
+
+    def step_in(lineno: int, row: Mapping[str, Any]) -> int:
+        for key in step_keys:
+            if key in row and row[key] not in (None, ""):
+                return _step_of(row[key], path, f"line {lineno}", key)
+        raise CurveTraceError(
+            f"{_where(path, lineno)}: missing step field; expected one of {list(step_keys)}"
+        )
+
+    records: list[tuple[int, int, Mapping[str, Any]]] = []
+    if fmt == "jsonl":
+        for lineno, obj in _json_lines(path):
+            records.append((lineno, step_in(lineno, obj), obj))
+    else:
+        try:
+            fh = path.open(encoding="utf-8", newline="")
+        except OSError as exc:
+            raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
+        with fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames:
+                raise CurveTraceError(f"{_where(path, 1)}: missing CSV header row")
+            for row in reader:
+                # line_num counts physical lines read so far, i.e. this row's (last) line.
+                lineno = reader.line_num
+                if None in row:
+                    raise CurveTraceError(
+                        f"{_where(path, lineno)}: {len(row[None])} more cells than the "
+                        f"{len(reader.fieldnames)} header columns"
+                    )
+                if any(v is None for v in row.values()):
+                    raise CurveTraceError(
+                        f"{_where(path, lineno)}: fewer cells than the "
+                        f"{len(reader.fieldnames)} header columns"
+                    )
+                if not any(v.strip() for v in row.values()):
+                    continue
+                records.append((lineno, step_in(lineno, row), row))
+    return _build_from_records(
+        path,
+        records,
+        where_word="line",
+        eval_key=eval_key,
+        loss_key=loss_key,
+        proxy_key=proxy_key,
+        kl_key=kl_key,
+        gold_key=gold_key,
+        run_id=run_id or path.stem,
+        meta={"source": "openrlhf", "path": str(path)},
+    )

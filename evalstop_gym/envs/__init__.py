@@ -1,0 +1,8 @@
+"""Gymnasium environments on top of the simulator (registered by ``import evalstop_gym``)."""
+
+from __future__ import annotations
+
+from .evalstop import EvalStopEnv
+from .wrappers import EpisodeMetricsInfo
+
+__all__ = ["EpisodeMetricsInfo", "EvalStopEnv"]
