@@ -13,10 +13,13 @@ import sys
 import time
 from typing import Any
 
+from evalstop_experiments.experiments import EXPERIMENTS
+
 from .envargs import add_env_arguments, env_kwargs_from_args
 
 
 def _table(title: str, summary: list[dict[str, Any]]) -> None:
+    """Print summary rows as a rich table (policy, JCT, waste, detection, quality)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -37,7 +40,7 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
     for name, _, _ in cols:
         t.add_column(name, justify="right" if name != "policy" else "left")
     for s in summary:
-        cells = [s["policy"] if s.get("group") in (None, "") else f"{s['policy']} ({s['group']})"]
+        cells = [f"{s['policy']} ({s['group']})" if s.get("group") else s["policy"]]
         for _, m, scale in cols[1:]:
             digits = 3 if m == "mean_delivered_quality" else 1 if m != "wasted_gpu_hours" else 0
             cells.append(fmt_ci(s[m], s[f"{m}_ci95"], scale, digits))
@@ -49,22 +52,16 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
+    """``evalstop-gym benchmark``: the scripted stoppers on one setting, as a table."""
     from evalstop_experiments.experiments import SCRIPTED, Cell
     from evalstop_experiments.report import add_deltas, summarise
-    from evalstop_experiments.runner import _worker
+    from evalstop_experiments.runner import run_task
+    from evalstop_gym.parallel import Executor
 
     env = env_kwargs_from_args(args)
     t0 = time.perf_counter()
-    rows = []
-    cells = [Cell("bench", "", p, env) for p in SCRIPTED]
-    from concurrent.futures import ProcessPoolExecutor
-
-    tasks = [(c, s) for c in cells for s in range(args.seeds)]
-    if args.workers == 1:
-        rows = [_worker(c.to_dict(), s) for c, s in tasks]
-    else:
-        with ProcessPoolExecutor(args.workers) as pool:
-            rows = list(pool.map(_worker, [c.to_dict() for c, _ in tasks], [s for _, s in tasks]))
+    tasks = [(Cell("bench", p, env), s) for p in SCRIPTED for s in range(args.seeds)]
+    rows = Executor(workers=args.workers).map(run_task, tasks)
     add_deltas(rows)
     summary = summarise(rows)
     shown = (
@@ -78,14 +75,14 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from evalstop_experiments.reproduce import reproduce
+    """``evalstop-gym reproduce``: the paper's experiments, CSV + REPORT.md + plots."""
+    from evalstop_experiments.reproduce import ReproduceOptions, reproduce
 
-    res = reproduce(
-        args.out,
+    options = ReproduceOptions(
         quick=args.quick,
         seeds=args.seeds,
         n_jobs=args.n_jobs,
-        experiments=args.experiments.split(",") if args.experiments else None,
+        experiments=tuple(args.experiments.split(",")) if args.experiments else None,
         backend=args.backend,
         workers=args.workers,
         address=args.address,
@@ -97,6 +94,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         real_curves=False if args.no_real_curves else None,
         curves=args.corpus,
     )
+    res = reproduce(args.out, options)
     e1 = [s for s in res.summary if s["experiment"] == "E1"]
     if e1:
         _table("E1 — heavy-RLHF on SRTF-Est (mean ± 95 % CI over seeds)", e1)
@@ -108,6 +106,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``evalstop-gym`` parser with every subcommand."""
     ap = argparse.ArgumentParser(prog="evalstop-gym", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -124,7 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-jobs", type=int, default=None, help="jobs per episode (default 200; quick 150)"
     )
     r.add_argument("--out", default="results", help="output folder (default results/)")
-    r.add_argument("--experiments", default=None, help="comma-separated subset, e.g. E1,E3")
+    r.add_argument(
+        "--experiments",
+        default=None,
+        help=f"comma-separated subset of {','.join(EXPERIMENTS)} (default: all)",
+    )
     r.add_argument("--backend", choices=("local", "ray"), default="local")
     r.add_argument(
         "--workers", type=int, default=None, help="parallel workers (default: all cores)"
@@ -165,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status (2 on bad input, 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

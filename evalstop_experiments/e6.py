@@ -9,12 +9,12 @@ scripted policies.
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .experiments import SCRIPTED, Cell, PolicySpec
+from evalstop_gym.parallel import Executor
+
+from .experiments import Cell, PolicySpec, base_env, env_sweep
 
 SIGMAS = (0.02, 0.12)
 OBS_VARIANTS = {
@@ -28,6 +28,7 @@ ALGO = "dqn"
 
 
 def available() -> bool:
+    """Whether SB3 and torch are installed (E6 trains models with them)."""
     try:
         import stable_baselines3  # noqa: F401
         import torch  # noqa: F401
@@ -36,7 +37,13 @@ def available() -> bool:
     return True
 
 
-def _train_one(args: tuple[str, float, str | None, int, int]) -> dict[str, Any]:
+def eval_every(timesteps: int) -> int:
+    """Timesteps between evaluations: ten per run, at least 2,000 apart, at least one per run."""
+    return min(max(timesteps // 10, 2_000), timesteps)
+
+
+def train_one(args: tuple[str, float, str | None, int, int]) -> dict[str, Any]:
+    """Train one E6 model: ``(path, sigma, obs_fields, timesteps, seed)``; its timings."""
     from baselines.train import train
 
     path, sigma, fields, timesteps, seed = args
@@ -50,7 +57,7 @@ def _train_one(args: tuple[str, float, str | None, int, int]) -> dict[str, Any]:
         env_kwargs=env,
         seed=seed,
         progress=False,
-        eval_freq=max(timesteps // 10, 2_000),
+        eval_freq=eval_every(timesteps),
     )
     return {
         "path": str(res.path),
@@ -61,7 +68,12 @@ def _train_one(args: tuple[str, float, str | None, int, int]) -> dict[str, Any]:
 
 
 def train_models(
-    out: Path, *, quick: bool, workers: int | None, timesteps: int | None = None, seed: int = 0
+    out: Path,
+    *,
+    quick: bool,
+    executor: Executor | None = None,
+    timesteps: int | None = None,
+    seed: int = 0,
 ) -> dict[str, dict[str, Any]]:
     """Train (or reuse) the four E6 models; return their metadata by label."""
     from baselines.learned import read_meta
@@ -77,13 +89,7 @@ def train_models(
                 jobs.append((str(path), sigma, fields, steps, seed))
     if jobs:
         (out / "models").mkdir(parents=True, exist_ok=True)
-        n = min(len(jobs), workers or os.cpu_count() or 1)
-        if n == 1:
-            for j in jobs:
-                _train_one(j)
-        else:
-            with ProcessPoolExecutor(n) as pool:
-                list(pool.map(_train_one, jobs))
+        (executor or Executor()).map(train_one, jobs)
     info = {}
     for path, (sigma, variant) in labels.items():
         meta = read_meta(path)
@@ -97,24 +103,17 @@ def train_models(
     return info
 
 
-def e6_cells(base_env: dict[str, Any], models: dict[str, dict[str, Any]]) -> list[Cell]:
-    cells = []
-    for sigma in SIGMAS:
-        env = {"workload": "heavy-rlhf", "scheduler": "srtf-est", **base_env, "eval_noise": sigma}
-        group = f"sigma={sigma}"
-        cells += [Cell("E6", group, p, env) for p in SCRIPTED]
-        for path, m in models.items():
-            if m["sigma"] != sigma:
-                continue
-            label = f"{m['algo'].upper()}[{m['variant']}]"
-            fields = OBS_VARIANTS[m["variant"]]
-            cell_env = {**env, "obs_fields": fields} if fields else env
-            cells.append(
-                Cell(
-                    "E6",
-                    group,
-                    PolicySpec("Learned", {"path": path, "label": label}, label=label),
-                    cell_env,
-                )
-            )
-    return cells
+def e6_cells(overrides: dict[str, Any], models: dict[str, dict[str, Any]]) -> list[Cell]:
+    """The scripted policies and the learned models, at each noise level of :data:`SIGMAS`."""
+    env0 = base_env(overrides)
+    cells = env_sweep("E6", env0, "eval_noise", SIGMAS)
+    for path, m in models.items():
+        label = f"{m['algo'].upper()}[{m['variant']}]"
+        fields = OBS_VARIANTS[m["variant"]]
+        env = {**env0, "eval_noise": m["sigma"]}
+        if fields:
+            env["obs_fields"] = fields
+        spec = PolicySpec("Learned", {"path": path}, label=label)
+        cells.append(Cell("E6", spec, env, sweep="eval_noise", value=m["sigma"]))
+    order = {sigma: i for i, sigma in enumerate(SIGMAS)}
+    return sorted(cells, key=lambda c: order[c.value])  # stable: scripted, then learned

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .experiments import SCRIPTED, Cell
+from evalstop_gym.parallel import Executor
+
+from .experiments import Cell, base_env, env_sweep
 
 #: Extra eval noise on top of the measured eval (0: the runs' own noise only).
 REAL_SIGMAS = (0.0, 0.02, 0.05, 0.12)
@@ -20,6 +22,7 @@ CORPUS_RUNS = {"quick": 24, "default": 252}
 
 
 def available() -> bool:
+    """Whether torch is installed (generating a corpus needs it)."""
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -27,9 +30,7 @@ def available() -> bool:
     return True
 
 
-def ensure_corpus(
-    out: Path, *, quick: bool, workers: int | None, backend: str, address: str | None
-) -> Path:
+def ensure_corpus(out: Path, *, quick: bool, executor: Executor | None = None) -> Path:
     """The corpus file, generated once per output folder (reused afterwards)."""
     path = out / "curves" / f"traces_{CORPUS_RUNS['quick' if quick else 'default']}.jsonl"
     if not path.exists():
@@ -40,26 +41,19 @@ def ensure_corpus(
             CORPUS_RUNS["quick" if quick else "default"],
             path,
             seed=0,
-            workers=workers,
-            backend=backend,
-            address=address,
+            executor=executor,
             progress=False,
         )
     return path
 
 
-def e7_cells(base_env: dict[str, Any], corpus: Path) -> list[Cell]:
-    env0 = {"workload": "heavy-rlhf", "scheduler": "srtf-est", **base_env}
-    cells = []
-    for sigma in SYNTHETIC_SIGMAS:
-        cells += [
-            Cell("E7", f"synthetic sigma={sigma}", p, {**env0, "eval_noise": sigma})
-            for p in SCRIPTED
-        ]
-    for sigma in REAL_SIGMAS:
-        env = {**env0, "curves": str(corpus), "eval_noise": sigma}
-        cells += [Cell("E7", f"real sigma={sigma}", p, env) for p in SCRIPTED]
-    return cells
+def e7_cells(overrides: dict[str, Any], corpus: Path) -> list[Cell]:
+    """E1 and the noise sweep on synthetic curves, then on the corpus's real curves."""
+    env0 = base_env(overrides)
+    real = {**env0, "curves": str(corpus)}
+    return env_sweep("E7", env0, "eval_noise", SYNTHETIC_SIGMAS, variant="synthetic") + env_sweep(
+        "E7", real, "eval_noise", REAL_SIGMAS, variant="real"
+    )
 
 
 def corpus_summary(corpus: Path) -> dict[str, Any]:

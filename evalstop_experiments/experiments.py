@@ -2,15 +2,21 @@
 
 A *cell* is one policy on one environment configuration; each cell runs on
 many seeds, and every policy is compared with NoStop on the *same* seeds of
-the same ``group`` (same environment).  Cells are plain data (JSON-friendly),
-so they travel to worker processes and Ray tasks unchanged.
+the same setting.  Cells are plain data (JSON-friendly), so they travel to
+worker processes and Ray tasks unchanged.
+
+A cell carries its coordinates as typed fields — the policy's ``kind`` and
+``params``, the swept variable's name (``sweep``) and ``value``, and a
+categorical ``variant`` — so tables and plots select rows by those, never by
+parsing a label back.  Labels (``PolicySpec.label``, :attr:`Cell.group`) are for
+display only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
@@ -22,25 +28,40 @@ POLICY_CLASSES: dict[str, type] = {
     "LossPlateau": LossPlateau,
 }
 
+#: E1's setting (SPEC section 7), the base every experiment varies: heavy-RLHF on SRTF-Est.
+BASE_SETTING: dict[str, Any] = {"workload": "heavy-rlhf", "scheduler": "srtf-est"}
+
+
+def base_env(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """E1's environment keyword arguments with ``overrides`` (e.g. ``{"n_jobs": 100}``) on top."""
+    return {**BASE_SETTING, **(overrides or {})}
+
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """A policy by class name and keyword arguments (built inside the worker)."""
+    """A policy by class name and keyword arguments (built inside the worker).
+
+    Args:
+        kind: ``NoStop``, ``EvalStop``, ``StopAtProgress``, ``LossPlateau`` or ``Learned``.
+        params: Keyword arguments of the class (for ``Learned``: ``path``).
+        label: Display name in tables and plots; never used to find a row.
+    """
 
     kind: str
-    kwargs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
     label: str = ""
 
     def build(self) -> Policy:
+        """A fresh policy object."""
         if self.kind == "Learned":
             from baselines.learned import Learned
 
-            return Learned(**self.kwargs)
-        return POLICY_CLASSES[self.kind](**self.kwargs)
+            return Learned(**self.params, label=self.label or None)
+        return POLICY_CLASSES[self.kind](**self.params)
 
-    @property
-    def name(self) -> str:
-        return self.label or self.build().name
+    def same_policy(self, row: dict[str, Any]) -> bool:
+        """Whether a result row (or summary row) is this policy, whatever its label."""
+        return row["policy_kind"] == self.kind and row["policy_params"] == self.params
 
 
 NOSTOP = PolicySpec("NoStop", label="NoStop")
@@ -52,29 +73,69 @@ SCRIPTED = (NOSTOP, EVALSTOP, STOPAT, LOSSPLATEAU)
 
 @dataclass(frozen=True)
 class Cell:
-    """One policy on one environment configuration of one experiment."""
+    """One policy on one environment configuration of one experiment.
+
+    Args:
+        experiment: Experiment id (``E1`` ...).
+        policy: The policy.
+        env: Keyword arguments of ``EvalStop-v0``.
+        sweep: Name of the swept variable: an environment keyword (``eval_noise``,
+            ``scheduler``...) or a policy parameter (``k``); ``""`` for none.
+        value: The swept variable's value in this cell (``None`` for none).
+        variant: A categorical coordinate besides the sweep (E7: ``real`` or ``synthetic``).
+    """
 
     experiment: str
-    group: str  # the environment setting; NoStop of the same group is the baseline
     policy: PolicySpec
     env: dict[str, Any]
+    sweep: str = ""
+    value: Any = None
+    variant: str = ""
+
+    @property
+    def sweeps_env(self) -> bool:
+        """The swept variable is an environment keyword (not a policy parameter)."""
+        return self.sweep in self.env
+
+    @property
+    def group(self) -> str:
+        """A display name of the cell's setting, e.g. ``real eval_noise=0.05``."""
+        shown = f"{self.sweep}={self.value}" if self.value is not None else ""
+        return " ".join(p for p in (self.variant, shown) if p)
 
     @property
     def key(self) -> str:
-        """A stable, file-name-safe id of the cell."""
+        """A stable, file-name-safe id of the cell (labels are not part of it)."""
         blob = json.dumps(
-            [self.experiment, self.group, asdict(self.policy), self.env], sort_keys=True
+            [
+                self.experiment,
+                self.policy.kind,
+                self.policy.params,
+                self.env,
+                self.sweep,
+                self.value,
+                self.variant,
+            ],
+            sort_keys=True,
         )
         digest = hashlib.sha1(blob.encode()).hexdigest()[:10]
         safe = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in self.group)
-        return f"{safe}__{self.policy.label}__{digest}"
+        return f"{safe or 'base'}__{self.policy.kind}__{digest}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> Cell:
-        return Cell(d["experiment"], d["group"], PolicySpec(**d["policy"]), dict(d["env"]))
+    def row_fields(self) -> dict[str, Any]:
+        """The typed fields every result row of this cell carries (plus display names)."""
+        return {
+            "experiment": self.experiment,
+            "policy": self.policy.label or self.policy.kind,
+            "policy_kind": self.policy.kind,
+            "policy_params": dict(self.policy.params),
+            "sweep": self.sweep,
+            "value": self.value,
+            "sweep_of": ("env" if self.sweeps_env else "policy") if self.sweep else "",
+            "variant": self.variant,
+            "group": self.group,
+            "cell": self.key,
+        }
 
 
 EXPERIMENTS: dict[str, str] = {
@@ -93,22 +154,35 @@ KS = (1, 2, 3, 4, 5)
 SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
 
 
-def build_cells(base_env: dict[str, Any], only: list[str] | None = None) -> list[Cell]:
-    """Every cell of E1-E5 on top of ``base_env`` (e.g. ``{"n_jobs": 100}``)."""
-    env0 = {"workload": "heavy-rlhf", "scheduler": "srtf-est", **base_env}
-    cells: list[Cell] = []
-    cells += [Cell("E1", "heavy-rlhf/srtf-est", p, env0) for p in SCRIPTED]
-    for s in SCHEDULERS:
-        cells += [Cell("E2", s, p, {**env0, "scheduler": s}) for p in (NOSTOP, EVALSTOP)]
-    for sigma in SIGMAS:
-        cells += [Cell("E3", f"sigma={sigma}", p, {**env0, "eval_noise": sigma}) for p in SCRIPTED]
-    for h in HACK_FRACTIONS:
-        cells += [Cell("E4", f"hack={h}", p, {**env0, "hack_fraction": h}) for p in SCRIPTED]
-    cells.append(Cell("E5", "k", NOSTOP, env0))
+def env_sweep(
+    experiment: str,
+    env0: dict[str, Any],
+    name: str,
+    values: tuple[Any, ...],
+    policies: tuple[PolicySpec, ...] = SCRIPTED,
+    variant: str = "",
+) -> list[Cell]:
+    """Every policy at every value of the environment keyword ``name`` on top of ``env0``."""
+    return [
+        Cell(experiment, p, {**env0, name: v}, sweep=name, value=v, variant=variant)
+        for v in values
+        for p in policies
+    ]
+
+
+def build_cells(overrides: dict[str, Any], only: list[str] | None = None) -> list[Cell]:
+    """Every cell of E1-E5 on top of E1's setting with ``overrides`` (e.g. ``{"n_jobs": 100}``)."""
+    env0 = base_env(overrides)
+    cells = [Cell("E1", p, env0) for p in SCRIPTED]
+    cells += env_sweep("E2", env0, "scheduler", SCHEDULERS, (NOSTOP, EVALSTOP))
+    cells += env_sweep("E3", env0, "eval_noise", SIGMAS)
+    cells += env_sweep("E4", env0, "hack_fraction", HACK_FRACTIONS)
+    cells.append(Cell("E5", NOSTOP, env0, sweep="k"))
     for k in KS:
-        cells.append(Cell("E5", "k", PolicySpec("EvalStop", {"k": k}, label=f"k={k}"), env0))
+        spec = PolicySpec("EvalStop", {"k": k}, label=f"k={k}")
+        cells.append(Cell("E5", spec, env0, sweep="k", value=k))
     if only:
-        unknown = sorted(set(only) - {c.experiment for c in cells} - {"E6", "E7"})
+        unknown = sorted(set(only) - set(EXPERIMENTS))
         if unknown:
             raise ValueError(f"experiments={unknown} unknown: choose among {sorted(EXPERIMENTS)}")
         cells = [c for c in cells if c.experiment in only]

@@ -1,47 +1,60 @@
-"""PNG figures of the reproduce report (matplotlib, Agg backend)."""
+"""PNG figures of the reproduce report.
+
+Figures are :class:`matplotlib.figure.Figure` objects saved directly (no
+``pyplot``), so importing or using this module never switches the backend of a
+matplotlib a notebook or script already set up.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
-from .experiments import SCRIPTED
+from .experiments import EVALSTOP, NOSTOP, SCRIPTED, PolicySpec
+from .report import find, policies_of, sweep_values
 
+#: Plot colour of each policy kind.
 COLORS = {
     "NoStop": "#777777",
     "EvalStop": "#1f77b4",
-    "StopAt-0.65": "#d62728",
+    "StopAtProgress": "#d62728",
     "LossPlateau": "#2ca02c",
 }
 
 
-def _series(summary: list[dict[str, Any]], exp: str, policy: str, metric: str):
-    rows = [s for s in summary if s["experiment"] == exp and s["policy"] == policy]
-    rows.sort(key=lambda s: float(s["group"].split("=")[1]))
-    x = [float(s["group"].split("=")[1]) for s in rows]
-    y = np.array([s[metric] for s in rows], dtype=float)
-    e = np.nan_to_num(np.array([s[f"{metric}_ci95"] for s in rows], dtype=float))
+def _series(summary: list[dict[str, Any]], exp: str, policy: PolicySpec, metric: str):
+    rows = [s for s in summary if s["experiment"] == exp]
+    x = [v for v in sweep_values(rows) if find(summary, exp, policy, v)]
+    found = [find(summary, exp, policy, v) for v in x]
+    y = np.array([s[metric] for s in found], dtype=float)
+    e = np.nan_to_num(np.array([s[f"{metric}_ci95"] for s in found], dtype=float))
     return x, y, e
 
 
+def _save(fig: Figure, path: Path) -> Path:
+    fig.savefig(path, dpi=110)
+    return path
+
+
 def plot_sweep(summary: list[dict[str, Any]], exp: str, xlabel: str, path: Path) -> Path:
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), constrained_layout=True)
-    pols = [
-        p
-        for p in dict.fromkeys(s["policy"] for s in summary if s["experiment"] == exp)
-        if p != "NoStop"
-    ]
+    """Precision, recall and FPR of every policy against ``exp``'s swept variable."""
+    fig = Figure(figsize=(13, 3.8), constrained_layout=True)
+    axes = fig.subplots(1, 3)
+    pols = policies_of([s for s in summary if s["experiment"] == exp])
     for ax, metric in zip(axes, ("precision", "recall", "fpr")):
         for p in pols:
             x, y, e = _series(summary, exp, p, metric)
             ax.errorbar(
-                x, 100 * y, yerr=100 * e, marker="o", capsize=3, label=p, color=COLORS.get(p)
+                x,
+                100 * y,
+                yerr=100 * e,
+                marker="o",
+                capsize=3,
+                label=p.label,
+                color=COLORS.get(p.kind),
             )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(f"{metric} (%)" if metric != "fpr" else "FPR (%)")
@@ -49,15 +62,16 @@ def plot_sweep(summary: list[dict[str, Any]], exp: str, xlabel: str, path: Path)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(f"{exp}: detection quality against {xlabel} (mean ± 95 % CI)")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_schedulers(summary: list[dict[str, Any]], path: Path) -> Path:
-    rows = [s for s in summary if s["experiment"] == "E2" and s["policy"] == "EvalStop"]
-    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
-    names = [s["group"] for s in rows]
+    """EvalStop's ΔJCT and Δwaste over each base scheduler (E2)."""
+    names = sweep_values([s for s in summary if s["experiment"] == "E2"])
+    rows = [s for v in names if (s := find(summary, "E2", EVALSTOP, v))]
+    names = [s["value"] for s in rows]
+    fig = Figure(figsize=(7, 3.8), constrained_layout=True)
+    ax = fig.subplots()
     x = np.arange(len(rows))
     for off, (metric, label, color) in enumerate(
         (
@@ -75,15 +89,16 @@ def plot_schedulers(summary: list[dict[str, Any]], path: Path) -> Path:
     ax.axhline(0, color="black", lw=0.8)
     ax.legend(fontsize=8)
     ax.set_title("E2: EvalStop over each base scheduler (mean ± 95 % CI)")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
-    rows = [s for s in summary if s["experiment"] == "E5" and s["policy"] != "NoStop"]
-    k = [int(s["policy"].split("=")[1]) for s in rows]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
+    """E5: detection and waste against the decline threshold k."""
+    rows = [s for s in summary if s["experiment"] == "E5" and s["policy_kind"] == EVALSTOP.kind]
+    rows.sort(key=lambda s: s["policy_params"]["k"])
+    k = [s["policy_params"]["k"] for s in rows]
+    fig = Figure(figsize=(11, 3.8), constrained_layout=True)
+    a1, a2 = fig.subplots(1, 2)
     for metric, label in (("precision", "precision"), ("recall", "recall"), ("fpr", "FPR")):
         a1.errorbar(
             k,
@@ -122,18 +137,16 @@ def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
     a2.legend(loc="upper left", fontsize=8)
     a3.legend(loc="upper right", fontsize=8)
     fig.suptitle("E5: the k trade-off — early detection against false positives")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_example_curves(env_kwargs: dict[str, Any], seed: int, path: Path) -> Path:
     """Observed and true eval curves of a few hacking and healthy RLHF runs, with each stopper's stop."""
     from evalstop_gym.envs import EvalStopEnv
 
-    stops: dict[str, dict[int, int]] = {}
+    stops: list[tuple[PolicySpec, dict[int, int]]] = []
     env = EvalStopEnv(**env_kwargs)
-    for spec in SCRIPTED[1:]:
+    for spec in (s for s in SCRIPTED if s.kind != NOSTOP.kind):
         policy = spec.build()
         obs, _ = env.reset(seed=seed)
         done = False
@@ -144,14 +157,15 @@ def plot_example_curves(env_kwargs: dict[str, Any], seed: int, path: Path) -> Pa
             if a:
                 fired[jid] = env.sim.jobs[jid].ckpt_done
             obs, _, done, _, _ = env.step(a)
-        stops[spec.label] = fired
+        stops.append((spec, fired))
     sim = env.sim
     b, c = sim.batch, sim.curves
     rl = np.flatnonzero(b.job_type == 2)
     hack = [int(j) for j in rl if b.hacking[j]][:3]
     healthy = [int(j) for j in rl if not b.hacking[j]][:3]
-    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), sharex=True, constrained_layout=True)
-    markers = {"EvalStop": "v", "StopAt-0.65": "x", "LossPlateau": "s"}
+    fig = Figure(figsize=(13, 6.5), constrained_layout=True)
+    axes = fig.subplots(2, 3, sharex=True)
+    markers = {"EvalStop": "v", "StopAtProgress": "x", "LossPlateau": "s"}
     for row, jobs, title in ((0, hack, "hacking"), (1, healthy, "healthy")):
         for col in range(3):
             ax = axes[row, col]
@@ -164,18 +178,18 @@ def plot_example_curves(env_kwargs: dict[str, Any], seed: int, path: Path) -> Pa
             ax.plot(p, c.obs_eval[j], "o", ms=3, color="#555555", label="observed eval")
             if np.isfinite(c.peak_progress[j]) and c.peak_progress[j] < 1:
                 ax.axvline(c.peak_progress[j], color="grey", ls=":", label="true peak")
-            for name, fired in stops.items():
+            for spec, fired in stops:
                 if j in fired:
                     i = fired[j]
                     ax.plot(
                         p[i - 1],
                         c.obs_eval[j][i - 1],
-                        markers[name],
+                        markers.get(spec.kind, "o"),
                         ms=10,
                         mfc="none",
                         mew=2,
-                        color=COLORS[name],
-                        label=f"{name} stops",
+                        color=COLORS.get(spec.kind),
+                        label=f"{spec.label} stops",
                     )
             ax.set_title(f"{title} RLHF job {j}")
             ax.grid(alpha=0.3)
@@ -183,12 +197,11 @@ def plot_example_curves(env_kwargs: dict[str, Any], seed: int, path: Path) -> Pa
     for ax in axes[1]:
         ax.set_xlabel("declared progress")
     fig.suptitle("Example eval curves and where each stopper fired")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def make_plots(out: Path, summary: list[dict[str, Any]], env_kwargs: dict[str, Any]) -> list[Path]:
+    """Every figure the summary has data for, written into ``out``; their paths."""
     exps = {s["experiment"] for s in summary}
     paths = []
     if "E3" in exps:

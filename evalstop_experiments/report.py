@@ -8,13 +8,15 @@ with a 95 % Student-t interval (likewise ``d_waste_pct``).
 from __future__ import annotations
 
 import csv
+import functools
+import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .experiments import EXPERIMENTS
+from .experiments import EVALSTOP, EXPERIMENTS, LOSSPLATEAU, NOSTOP, STOPAT, PolicySpec
 from .stats import fmt_ci, mean_ci, pct_change
 
 SUMMARY_METRICS: tuple[str, ...] = (
@@ -40,29 +42,38 @@ SUMMARY_METRICS: tuple[str, ...] = (
 )
 
 #: The paper's figures (SPEC section 7), in percent.
-PAPER = {
-    "E1": {
-        "EvalStop": {
-            "d_jct_pct": -9.4,
-            "d_waste_pct": -21.8,
-            "precision": 98.3,
-            "recall": 99.0,
-            "fpr": 1.5,
-        },
-        "StopAt-0.65": {"fpr": 64.5},
-        "LossPlateau": {"recall": 38.3},
-    },
-    "E2": {"range": (-25.2, -8.9)},
-    "E3": {"EvalStop": {0.01: 100.0, 0.12: 81.0}},
-    "E4": {"EvalStop_min_precision": 89.0},
-}
+PAPER_E1: tuple[tuple[PolicySpec, dict[str, float]], ...] = (
+    (
+        EVALSTOP,
+        {"d_jct_pct": -9.4, "d_waste_pct": -21.8, "precision": 98.3, "recall": 99.0, "fpr": 1.5},
+    ),
+    (STOPAT, {"fpr": 64.5}),
+    (LOSSPLATEAU, {"recall": 38.3}),
+)
+#: The paper's ΔJCT range over FIFO, SJF-Est, SRTF-Est and LossAware (E2).
+PAPER_E2_RANGE = (-25.2, -8.9)
+#: The paper's schedulers in E2 (Tiresias is ours).
+PAPER_E2_SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "loss-aware")
+#: EvalStop's precision at eval noise sigma (E3).
+PAPER_E3_PRECISION = {0.01: 100.0, 0.12: 81.0}
+#: EvalStop's lowest precision over the hack-fraction sweep (E4).
+PAPER_E4_MIN_PRECISION = 89.0
+
+#: The typed fields that identify a summary row (with the experiment).
+ROW_KEY = ("experiment", "variant", "sweep", "value", "policy_kind", "policy_params")
+
+
+def _baseline_key(r: dict[str, Any]) -> tuple[Any, ...]:
+    """The setting a row is paired on: a sweep over a policy parameter shares one NoStop."""
+    value = r["value"] if r["sweep_of"] == "env" else None
+    return (r["experiment"], r["variant"], r["sweep"], json.dumps(value), r["seed"])
 
 
 def add_deltas(rows: list[dict[str, Any]]) -> None:
-    """Add paired changes against NoStop (same experiment, group and seed)."""
-    base = {(r["experiment"], r["group"], r["seed"]): r for r in rows if r["policy"] == "NoStop"}
+    """Add paired changes against NoStop (same experiment, setting and seed)."""
+    base = {_baseline_key(r): r for r in rows if r["policy_kind"] == NOSTOP.kind}
     for r in rows:
-        b = base.get((r["experiment"], r["group"], r["seed"]))
+        b = base.get(_baseline_key(r))
         for key, metric in (
             ("d_jct_pct", "mean_jct_h"),
             ("d_jct_completed_pct", "mean_jct_h_completed"),
@@ -72,13 +83,15 @@ def add_deltas(rows: list[dict[str, Any]]) -> None:
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean, 95 % CI half-width and n of each summary metric per (experiment, group, policy)."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    """Mean, 95 % CI half-width and n of each summary metric per cell (experiment, setting, policy)."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        groups[(r["experiment"], r["group"], r["policy"])].append(r)
+        groups[json.dumps([r[k] for k in ROW_KEY], sort_keys=True)].append(r)
     out = []
-    for (exp, group, policy), rs in groups.items():
-        s: dict[str, Any] = {"experiment": exp, "group": group, "policy": policy, "seeds": len(rs)}
+    for rs in groups.values():
+        first = rs[0]
+        s: dict[str, Any] = {k: first[k] for k in (*ROW_KEY, "group", "policy")}
+        s["seeds"] = len(rs)
         for m in SUMMARY_METRICS:
             mean, half, _ = mean_ci([float(r[m]) for r in rs])
             s[m] = mean
@@ -88,10 +101,12 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_csvs(out: Path, rows: list[dict[str, Any]], summary: list[dict[str, Any]]) -> list[Path]:
+    """Write ``E*.csv`` (one row per cell and seed) and ``E*_summary.csv``; return their paths."""
     paths = []
     for exp in sorted({r["experiment"] for r in rows}):
         rs = [r for r in rows if r["experiment"] == exp]
-        lead = ["experiment", "group", "policy", "seed", "cell"]
+        lead = ["experiment", "group", "policy", "seed", "cell", *ROW_KEY[1:], "sweep_of"]
+        lead = list(dict.fromkeys(lead))
         cols = lead + sorted(k for k in rs[0] if k not in lead)
         p = out / f"{exp}.csv"
         _write_csv(p, cols, rs)
@@ -102,24 +117,66 @@ def write_csvs(out: Path, rows: list[dict[str, Any]], summary: list[dict[str, An
     return paths
 
 
+def _cell_text(v: Any) -> Any:
+    if isinstance(v, float):
+        return repr(v)  # exact: reruns and backends give identical bytes
+    if isinstance(v, dict | list):
+        return json.dumps(v, sort_keys=True)
+    return "" if v is None else v
+
+
 def _write_csv(path: Path, cols: list[str], rows: Sequence[dict[str, Any]]) -> None:
     tmp = path.with_suffix(".csv.tmp")
     with open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+            w.writerow({k: _cell_text(v) for k, v in r.items()})
     tmp.replace(path)
 
 
 # ---------------------------------------------------------------------- report
 
 
-def _get(summary: list[dict[str, Any]], exp: str, group: str, policy: str) -> dict[str, Any] | None:
+def find(
+    summary: list[dict[str, Any]],
+    exp: str,
+    policy: PolicySpec,
+    value: Any = None,
+    variant: str = "",
+) -> dict[str, Any] | None:
+    """The summary row of ``policy`` in experiment ``exp`` at a sweep value, or None."""
     for s in summary:
-        if (s["experiment"], s["group"], s["policy"]) == (exp, group, policy):
+        if (
+            s["experiment"] == exp
+            and policy.same_policy(s)
+            and s["value"] == value
+            and s["variant"] == variant
+        ):
             return s
     return None
+
+
+def _rows(summary: list[dict[str, Any]], exp: str) -> list[dict[str, Any]]:
+    return [s for s in summary if s["experiment"] == exp]
+
+
+def policies_of(rows: list[dict[str, Any]]) -> list[PolicySpec]:
+    """The distinct policies of some summary rows other than NoStop, in first-seen order."""
+    seen: dict[str, PolicySpec] = {}
+    for s in rows:
+        if s["policy_kind"] != NOSTOP.kind:
+            spec = PolicySpec(s["policy_kind"], s["policy_params"], s["policy"])
+            seen.setdefault(json.dumps([spec.kind, spec.params], sort_keys=True), spec)
+    return list(seen.values())
+
+
+def sweep_values(rows: list[dict[str, Any]]) -> list[Any]:
+    """The distinct sweep values, sorted (numbers by value, strings in first-seen order)."""
+    vals = list(dict.fromkeys(s["value"] for s in rows if s["value"] is not None))
+    if all(isinstance(v, int | float) for v in vals):
+        vals.sort()
+    return vals
 
 
 def _pct(s: dict[str, Any] | None, m: str, digits: int = 1) -> str:
@@ -154,6 +211,9 @@ def _compare(name: str, s: dict[str, Any] | None, m: str, paper: float) -> str:
     )
 
 
+Section = Callable[[list[dict[str, Any]]], list[str]]
+
+
 def write_report(
     out: Path,
     summary: list[dict[str, Any]],
@@ -161,6 +221,7 @@ def write_report(
     header: dict[str, Any],
     plots: list[Path],
 ) -> Path:
+    """Write ``OUT/REPORT.md``: the header, one section per experiment, the plots."""
     lines = ["# evalstop-gym: the paper's experiments, reproduced", ""]
     lines += [f"- {k}: {v}" for k, v in header.items()]
     lines += [
@@ -171,24 +232,8 @@ def write_report(
         "the jobs that were not stopped.",
         "",
     ]
-    exps = sorted({s["experiment"] for s in summary})
-    if "E1" in exps:
-        lines += _e1(summary)
-    if "E2" in exps:
-        lines += _e2(summary)
-    if "E3" in exps:
-        lines += _sweep(summary, "E3", "sigma", "σ", PAPER["E3"]["EvalStop"])
-    if "E4" in exps:
-        lines += _sweep(summary, "E4", "hack", "hack fraction", None)
-    if "E5" in exps:
-        lines += _e5(summary)
-    if "E6" in exps:
-        lines += _generic(summary, "E6")
-        lines += _e6_sentences(summary)
-    if "E7" in exps:
-        lines += _e7(summary)
-    for e in sorted(set(exps) - set(EXPERIMENTS)):
-        lines += _generic(summary, e)
+    for exp in sorted({s["experiment"] for s in summary}, key=_experiment_order):
+        lines += SECTIONS.get(exp, functools.partial(_generic, exp=exp))(summary)
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{p.stem}]({p.name})" for p in plots]
@@ -198,37 +243,40 @@ def write_report(
     return p
 
 
+def _experiment_order(exp: str) -> tuple[int, str]:
+    digits = "".join(c for c in exp if c.isdigit())
+    return (int(digits) if digits else 10**6, exp)
+
+
 def _e1(summary: list[dict[str, Any]]) -> list[str]:
-    group = next(s["group"] for s in summary if s["experiment"] == "E1")
+    rows = _rows(summary, "E1")
     lines = [
-        f"## E1 — {EXPERIMENTS['E1']} ({group})",
+        f"## E1 — {EXPERIMENTS['E1']}",
         "",
         "| policy | JCT h | ΔJCT % | JCT done h | waste GPU-h | Δwaste % | precision | recall | FPR | F1 | delivered quality | paper |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     paper_txt = {
-        "EvalStop": "ΔJCT −9.4, Δwaste −21.8, P 98.3, R ≈99, FPR 1.5",
-        "StopAt-0.65": "ΔJCT ≈ EvalStop's, FPR 64.5",
-        "LossPlateau": "R 38.3",
-        "NoStop": "",
+        EVALSTOP.kind: "ΔJCT −9.4, Δwaste −21.8, P 98.3, R ≈99, FPR 1.5",
+        STOPAT.kind: "ΔJCT ≈ EvalStop's, FPR 64.5",
+        LOSSPLATEAU.kind: "R 38.3",
     }
-    pols = [s["policy"] for s in summary if s["experiment"] == "E1"]
-    for pol in pols:
-        s = _get(summary, "E1", group, pol)
+    for s in rows:
         lines.append(
-            f"| {pol} | {_num(s, 'mean_jct_h')} | {_pct(s, 'd_jct_pct')} | {_num(s, 'mean_jct_h_completed')} | "
+            f"| {s['policy']} | {_num(s, 'mean_jct_h')} | {_pct(s, 'd_jct_pct')} | {_num(s, 'mean_jct_h_completed')} | "
             f"{_num(s, 'wasted_gpu_hours', 0)} | {_pct(s, 'd_waste_pct')} | {_pct(s, 'precision')} | "
             f"{_pct(s, 'recall')} | {_pct(s, 'fpr')} | {_num(s, 'f1')} | "
-            f"{_num(s, 'mean_delivered_quality', 3)} | {paper_txt.get(pol, '')} |"
+            f"{_num(s, 'mean_delivered_quality', 3)} | {paper_txt.get(s['policy_kind'], '')} |"
         )
     lines += ["", "Against the paper:", ""]
-    for pol, figs in PAPER["E1"].items():
-        s = _get(summary, "E1", group, pol)
-        lines += [_compare(pol, s, m, v) for m, v in figs.items()]
-    ev, sa = _get(summary, "E1", group, "EvalStop"), _get(summary, "E1", group, "StopAt-0.65")
+    for spec, figs in PAPER_E1:
+        s = find(summary, "E1", spec)
+        name = s["policy"] if s else spec.label
+        lines += [_compare(name, s, m, v) for m, v in figs.items()]
+    ev, sa = find(summary, "E1", EVALSTOP), find(summary, "E1", STOPAT)
     if ev and sa:
         lines.append(
-            f"- StopAt-0.65 ΔJCT {sa['d_jct_pct']:.1f} % vs EvalStop {ev['d_jct_pct']:.1f} % "
+            f"- {sa['policy']} ΔJCT {sa['d_jct_pct']:.1f} % vs {ev['policy']} {ev['d_jct_pct']:.1f} % "
             "(the paper calls them similar)."
         )
     lines.append("")
@@ -242,17 +290,16 @@ def _e2(summary: list[dict[str, Any]]) -> list[str]:
         "| base scheduler | NoStop JCT h | EvalStop JCT h | ΔJCT % | ΔJCT done % | Δwaste % | precision | recall |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    groups = [s["group"] for s in summary if s["experiment"] == "E2" and s["policy"] == "NoStop"]
     deltas = []
-    for g in groups:
-        b, e = _get(summary, "E2", g, "NoStop"), _get(summary, "E2", g, "EvalStop")
+    for sched in sweep_values(_rows(summary, "E2")):
+        b, e = find(summary, "E2", NOSTOP, sched), find(summary, "E2", EVALSTOP, sched)
         lines.append(
-            f"| {g} | {_num(b, 'mean_jct_h')} | {_num(e, 'mean_jct_h')} | {_pct(e, 'd_jct_pct')} | "
+            f"| {sched} | {_num(b, 'mean_jct_h')} | {_num(e, 'mean_jct_h')} | {_pct(e, 'd_jct_pct')} | "
             f"{_pct(e, 'd_jct_completed_pct')} | {_pct(e, 'd_waste_pct')} | {_pct(e, 'precision')} | {_pct(e, 'recall')} |"
         )
-        if e and g != "tiresias":
+        if e and sched in PAPER_E2_SCHEDULERS:
             deltas.append(e["d_jct_pct"])
-    lo, hi = PAPER["E2"]["range"]
+    lo, hi = PAPER_E2_RANGE
     if deltas:
         inside = all(lo <= d <= hi for d in deltas)
         lines += [
@@ -269,115 +316,122 @@ def _e2(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _sweep(
-    summary: list[dict[str, Any]],
-    exp: str,
-    prefix: str,
-    label: str,
-    paper: dict[float, float] | None,
-) -> list[str]:
-    rows = [s for s in summary if s["experiment"] == exp]
-    groups = sorted({s["group"] for s in rows}, key=lambda g: float(g.split("=")[1]))
-    pols = [p for p in dict.fromkeys(s["policy"] for s in rows) if p != "NoStop"]
+def _sweep_table(summary: list[dict[str, Any]], exp: str, label: str) -> list[str]:
+    """P / R / FPR of every policy at every value of ``exp``'s sweep."""
+    rows = _rows(summary, exp)
+    pols = policies_of(rows)
+    paper = PAPER_E3_PRECISION if exp == "E3" else {}
     lines = [f"## {exp} — {EXPERIMENTS[exp]}", ""]
     head = (
-        f"| {label} | " + " | ".join(f"{p} P / R / FPR" for p in pols) + " | paper (EvalStop P) |"
+        f"| {label} | "
+        + " | ".join(f"{p.label} P / R / FPR" for p in pols)
+        + " | paper (EvalStop P) |"
     )
     lines += [head, "|---" * (len(pols) + 2) + "|"]
-    for g in groups:
-        x = float(g.split("=")[1])
-        cells = []
-        for p in pols:
-            s = _get(summary, exp, g, p)
-            cells.append(
-                f"{_pct(s, 'precision', 0)} / {_pct(s, 'recall', 0)} / {_pct(s, 'fpr', 0)}"
-            )
-        pp = f"{paper[x]:g}" if paper and x in paper else ""
+    for x in sweep_values(rows):
+        cells = [_prf(find(summary, exp, p, x)) for p in pols]
+        pp = f"{paper[x]:g}" if x in paper else ""
         lines.append(f"| {x:g} | " + " | ".join(cells) + f" | {pp} |")
     lines.append("")
-    ev = [(_get(summary, exp, g, "EvalStop"), float(g.split("=")[1])) for g in groups]
-    ev = [(s, x) for s, x in ev if s]
-    if exp == "E3" and ev and paper:
-        for x, v in paper.items():
-            s = next((s for s, xx in ev if xx == x), None)
-            lines.append(_compare(f"EvalStop at σ = {x:g}", s, "precision", v))
-        others = [p for p in pols if p != "EvalStop"]
-        above = all(
-            (_get(summary, exp, g, "EvalStop") or {}).get("precision", 0)
-            >= max(((_get(summary, exp, g, p) or {}).get("precision") or 0) for p in others)
-            for g in groups
-        )
+    return lines
+
+
+def _prf(s: dict[str, Any] | None) -> str:
+    return f"{_pct(s, 'precision', 0)} / {_pct(s, 'recall', 0)} / {_pct(s, 'fpr', 0)}"
+
+
+def _e3(summary: list[dict[str, Any]]) -> list[str]:
+    lines = _sweep_table(summary, "E3", "σ")
+    values = sweep_values(_rows(summary, "E3"))
+    for x, v in PAPER_E3_PRECISION.items():
         lines.append(
-            "- EvalStop's precision is "
-            + ("above" if above else "not always above")
-            + " every other policy's at every σ (the paper: above the others)."
+            _compare(f"EvalStop at σ = {x:g}", find(summary, "E3", EVALSTOP, x), "precision", v)
         )
-    if exp == "E4" and ev:
-        lowest = min(s["precision"] for s, _ in ev) * 100
-        verdict = "consistent" if lowest >= PAPER["E4"]["EvalStop_min_precision"] else "differs"
+    others = [p for p in policies_of(_rows(summary, "E3")) if p.kind != EVALSTOP.kind]
+
+    def precision(spec: PolicySpec, x: float) -> float:
+        return (find(summary, "E3", spec, x) or {}).get("precision") or 0.0
+
+    above = all(
+        precision(EVALSTOP, x) >= max((precision(p, x) for p in others), default=0.0)
+        for x in values
+    )
+    lines += [
+        "- EvalStop's precision is "
+        + ("above" if above else "not always above")
+        + " every other policy's at every σ (the paper: above the others).",
+        "",
+    ]
+    return lines
+
+
+def _e4(summary: list[dict[str, Any]]) -> list[str]:
+    lines = _sweep_table(summary, "E4", "hack fraction")
+    values = sweep_values(_rows(summary, "E4"))
+    ev = [s for x in values if (s := find(summary, "E4", EVALSTOP, x))]
+    if ev:
+        lowest = min(s["precision"] for s in ev) * 100
+        verdict = "consistent" if lowest >= PAPER_E4_MIN_PRECISION else "differs"
         lines.append(
             f"- EvalStop's lowest precision over the sweep: {lowest:.1f} % (paper: ≥ 89 %) — {verdict}."
         )
-        for g in groups:
-            s = _get(summary, exp, g, "StopAt-0.65")
-            if s:
-                lines.append(
-                    f"- StopAt-0.65 precision at {g}: {100 * s['precision']:.1f} % "
-                    f"(its base rate among RLHF jobs is {100 * float(g.split('=')[1]):.0f} %)."
-                )
+    for x in values:
+        s = find(summary, "E4", STOPAT, x)
+        if s:
+            lines.append(
+                f"- {s['policy']} precision at hack fraction {x:g}: {100 * s['precision']:.1f} % "
+                f"(its base rate among RLHF jobs is {100 * x:.0f} %)."
+            )
     lines.append("")
     return lines
 
 
 def _e5(summary: list[dict[str, Any]]) -> list[str]:
-    rows = [s for s in summary if s["experiment"] == "E5" and s["policy"] != "NoStop"]
+    rows = [s for s in _rows(summary, "E5") if s["policy_kind"] == EVALSTOP.kind]
+    rows.sort(key=lambda s: s["policy_params"]["k"])
     lines = [
         f"## E5 — {EXPERIMENTS['E5']}",
         "",
         "| k | precision | recall | FPR | delay (evals after peak) | ΔJCT % | Δwaste % | delivered quality |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    best_f1 = max(rows, key=lambda s: s["f1"]) if rows else None
     for s in rows:
         lines.append(
-            f"| {s['policy'].split('=')[1]} | {_pct(s, 'precision')} | {_pct(s, 'recall')} | {_pct(s, 'fpr')} | "
+            f"| {s['policy_params']['k']} | {_pct(s, 'precision')} | {_pct(s, 'recall')} | {_pct(s, 'fpr')} | "
             f"{_num(s, 'detection_delay_evals')} | {_pct(s, 'd_jct_pct')} | {_pct(s, 'd_waste_pct')} | "
             f"{_num(s, 'mean_delivered_quality', 3)} |"
         )
-    if best_f1:
+    if rows:
+        best = max(rows, key=lambda s: s["f1"])
         lines += [
             "",
-            f"Best F1 at {best_f1['policy']} (paper: k = 2 balances early detection and false positives).",
+            f"Best F1 at k = {best['policy_params']['k']} "
+            "(paper: k = 2 balances early detection and false positives).",
             "",
         ]
     return lines
 
 
-def _e6_sentences(summary: list[dict[str, Any]]) -> list[str]:
-    """Learned vs EvalStop on the utility return, per noise level (the issue's goal)."""
-    lines = []
-    for group in sorted({s["group"] for s in summary if s["experiment"] == "E6"}):
-        ev = _get(summary, "E6", group, "EvalStop")
-        for s in summary:
-            if s["experiment"] != "E6" or s["group"] != group or "[" not in s["policy"]:
-                continue
-            if ev is None:
-                continue
-            diff, half = s["return"] - ev["return"], s["return_ci95"] + ev["return_ci95"]
-            verdict = (
-                "better than" if diff > half else "worse than" if diff < -half else "on par with"
-            )
-            lines.append(
-                f"- {group}: {s['policy']} utility {s['return']:.2f} vs EvalStop {ev['return']:.2f} "
-                f"— {verdict} EvalStop."
-            )
+def _e6(summary: list[dict[str, Any]]) -> list[str]:
+    """The generic table, then learned vs EvalStop on the utility return per noise level."""
+    lines = _generic(summary, "E6")
+    for s in _rows(summary, "E6"):
+        ev = find(summary, "E6", EVALSTOP, s["value"], s["variant"])
+        if s["policy_kind"] != "Learned" or ev is None:
+            continue
+        diff, half = s["return"] - ev["return"], s["return_ci95"] + ev["return_ci95"]
+        verdict = "better than" if diff > half else "worse than" if diff < -half else "on par with"
+        lines.append(
+            f"- {s['group']}: {s['policy']} utility {s['return']:.2f} vs EvalStop {ev['return']:.2f} "
+            f"— {verdict} EvalStop."
+        )
     return [*lines, ""]
 
 
 def _e7(summary: list[dict[str, Any]]) -> list[str]:
-    rows = [s for s in summary if s["experiment"] == "E7"]
-    pols = [p for p in dict.fromkeys(s["policy"] for s in rows) if p != "NoStop"]
-    groups = list(dict.fromkeys(s["group"] for s in rows))
+    rows = _rows(summary, "E7")
+    pols = policies_of(rows)
+    settings = list(dict.fromkeys((s["variant"], s["value"]) for s in rows))
     lines = [
         f"## E7 — {EXPERIMENTS['E7']}",
         "",
@@ -385,29 +439,23 @@ def _e7(summary: list[dict[str, Any]]) -> list[str]:
         "extra σ). Synthetic: the `paper` calibration at the same σ.",
         "",
         "| curves | extra σ | "
-        + " | ".join(f"{p} P / R / FPR" for p in pols)
+        + " | ".join(f"{p.label} P / R / FPR" for p in pols)
         + " | EvalStop ΔJCT % | EvalStop regret |",
         "|---" * (len(pols) + 4) + "|",
     ]
-    for g in groups:
-        kind, sig = g.split(" sigma=")
-        cells = []
-        for p in pols:
-            s = _get(summary, "E7", g, p)
-            cells.append(
-                f"{_pct(s, 'precision', 0)} / {_pct(s, 'recall', 0)} / {_pct(s, 'fpr', 0)}"
-            )
-        ev = _get(summary, "E7", g, "EvalStop")
+    for variant, sigma in settings:
+        cells = [_prf(find(summary, "E7", p, sigma, variant)) for p in pols]
+        ev = find(summary, "E7", EVALSTOP, sigma, variant)
         lines.append(
-            f"| {kind} | {sig} | "
+            f"| {variant} | {sigma:g} | "
             + " | ".join(cells)
             + f" | {_pct(ev, 'd_jct_pct')} | {_num(ev, 'mean_regret', 3)} |"
         )
     lines.append("")
-    for sig in ("0.02", "0.05", "0.12"):
+    for sigma in sweep_values([s for s in rows if s["variant"] == "synthetic"]):
         for p in pols:
-            a = _get(summary, "E7", f"synthetic sigma={sig}", p)
-            b = _get(summary, "E7", f"real sigma={sig}", p)
+            a = find(summary, "E7", p, sigma, "synthetic")
+            b = find(summary, "E7", p, sigma, "real")
             if not a or not b:
                 continue
             diffs = []
@@ -417,7 +465,7 @@ def _e7(summary: list[dict[str, Any]]) -> list[str]:
                     diffs.append(f"{m} {100 * a[m]:.0f} → {100 * b[m]:.0f} %")
             if diffs:
                 lines.append(
-                    f"- σ = {sig}, {p}: real curves differ from synthetic ones: "
+                    f"- σ = {sigma:g}, {p.label}: real curves differ from synthetic ones: "
                     + "; ".join(diffs)
                     + "."
                 )
@@ -426,14 +474,14 @@ def _e7(summary: list[dict[str, Any]]) -> list[str]:
 
 
 def _generic(summary: list[dict[str, Any]], exp: str) -> list[str]:
-    rows = [s for s in summary if s["experiment"] == exp]
+    """Every cell of ``exp`` as a row: the section of an experiment without its own."""
     lines = [
         f"## {exp}" + (f" — {EXPERIMENTS[exp]}" if exp in EXPERIMENTS else ""),
         "",
         "| setting | policy | ΔJCT % | Δwaste % | precision | recall | FPR | quality | utility return |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for s in rows:
+    for s in _rows(summary, exp):
         lines.append(
             f"| {s['group']} | {s['policy']} | {_pct(s, 'd_jct_pct')} | {_pct(s, 'd_waste_pct')} | "
             f"{_pct(s, 'precision')} | {_pct(s, 'recall')} | {_pct(s, 'fpr')} | "
@@ -441,3 +489,16 @@ def _generic(summary: list[dict[str, Any]], exp: str) -> list[str]:
         )
     lines.append("")
     return lines
+
+
+#: Each experiment's section of REPORT.md; an experiment not listed gets the generic table.
+#: A new experiment module adds its own: ``SECTIONS["E8"] = my_section``.
+SECTIONS: dict[str, Section] = {
+    "E1": _e1,
+    "E2": _e2,
+    "E3": _e3,
+    "E4": _e4,
+    "E5": _e5,
+    "E6": _e6,
+    "E7": _e7,
+}

@@ -1,32 +1,137 @@
-"""``evalstop-gym reproduce``: the paper's experiments E1-E5, end to end.
+"""``evalstop-gym reproduce``: the paper's experiments E1-E7, end to end.
 
 Runs every (cell, seed) through :func:`baselines.evaluate`'s code path on a
-local process pool or Ray, writes each result as it finishes, then aggregates
-into ``OUT/E*.csv`` (one row per cell and seed), ``OUT/E*_summary.csv`` (mean
-and 95 % CI per cell), ``OUT/REPORT.md`` and PNG plots.
+local process pool or Ray (:class:`evalstop_gym.parallel.Executor`), writes
+each result as it finishes, then aggregates into ``OUT/E*.csv`` (one row per
+cell and seed), ``OUT/E*_summary.csv`` (mean and 95 % CI per cell),
+``OUT/REPORT.md`` and PNG plots.
+
+The experiments come from :data:`STAGES`: each stage turns the options into
+cells (training models or generating a corpus first when it must) and may add
+header lines and plots.  A new experiment appends a stage (and, for its own
+REPORT.md section, an entry of :data:`evalstop_experiments.report.SECTIONS`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .experiments import Cell, build_cells
-from .plots import make_plots
+from evalstop_gym.parallel import Executor
+
+from .experiments import EXPERIMENTS, Cell, base_env, build_cells
 from .report import add_deltas, summarise, write_csvs, write_report
 from .runner import load_results, run_tasks, task_path
 
+#: ``--quick``: about a minute on two cores.
 QUICK = {"seeds": 10, "n_jobs": 150}
 #: 50 seeds: 95 % intervals on E1's precision / recall / FPR of about ±1 point.
 DEFAULT = {"seeds": 50, "n_jobs": None}
 
 
+@dataclass(frozen=True)
+class ReproduceOptions:
+    """What :func:`reproduce` runs and how.
+
+    Args:
+        quick: Fewer seeds, shorter episodes, smaller E6/E7 budgets.
+        seeds: Seeds per cell (default 50; quick 10); at least 2.
+        n_jobs: Jobs per episode (default: the workload's; quick 150).
+        experiments: Subset of experiment ids (default: all).
+        backend: ``local`` or ``ray``; see :class:`~evalstop_gym.parallel.Executor`.
+        workers: Parallel workers (default: every core).
+        address: An existing Ray cluster.
+        resume: Reuse finished (cell, seed) results in ``OUT/raw``.
+        fresh: Discard ``OUT/raw`` first.
+        extra_cells: More cells to run beside the experiments'.
+        progress: Show a progress bar.
+        env: Environment keyword arguments on top of E1's setting.
+        learned: Run E6 (None: if selected by ``experiments``).
+        train_timesteps: E6's training budget per model.
+        real_curves: Run E7 (None: if selected by ``experiments``).
+        curves: E7's corpus (JSONL); generated into ``OUT/curves`` if None.
+    """
+
+    quick: bool = False
+    seeds: int | None = None
+    n_jobs: int | None = None
+    experiments: tuple[str, ...] | None = None
+    backend: str = "local"
+    workers: int | None = None
+    address: str | None = None
+    resume: bool = False
+    fresh: bool = False
+    extra_cells: tuple[Cell, ...] = ()
+    progress: bool = True
+    env: dict[str, Any] = field(default_factory=dict)
+    learned: bool | None = None
+    train_timesteps: int | None = None
+    real_curves: bool | None = None
+    curves: str | None = None
+
+    def __post_init__(self) -> None:
+        """Normalise sequences to tuples and refuse fewer than two seeds."""
+        if self.experiments is not None:
+            object.__setattr__(self, "experiments", tuple(self.experiments))
+        object.__setattr__(self, "extra_cells", tuple(self.extra_cells or ()))
+        object.__setattr__(self, "env", dict(self.env or {}))
+        if self.n_seeds < 2:
+            raise ValueError(
+                f"seeds={self.n_seeds} is not allowed: at least 2 (for confidence intervals)"
+            )
+        Executor(self.backend, self.workers, self.address)  # validates them
+
+    @property
+    def n_seeds(self) -> int:
+        """Seeds per cell."""
+        return self.seeds if self.seeds is not None else (QUICK if self.quick else DEFAULT)["seeds"]
+
+    @property
+    def jobs_per_episode(self) -> int | None:
+        """Jobs per episode (None: the workload's default)."""
+        return (
+            self.n_jobs if self.n_jobs is not None else (QUICK if self.quick else DEFAULT)["n_jobs"]
+        )
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """Environment keyword arguments every experiment puts on top of E1's setting."""
+        jobs = self.jobs_per_episode
+        return {**self.env, **({"n_jobs": jobs} if jobs is not None else {})}
+
+    @property
+    def executor(self) -> Executor:
+        """Where every fan-out of the run goes."""
+        return Executor(self.backend, self.workers, self.address)
+
+    def wants(self, exp: str, flag: bool | None = None) -> bool:
+        """Whether experiment ``exp`` runs (``flag`` overrides the ``experiments`` subset)."""
+        if flag is not None:
+            return flag
+        return self.experiments is None or exp in self.experiments
+
+
+@dataclass
+class Plan:
+    """The cells of a run plus what the report says about how they were made."""
+
+    cells: list[Cell] = field(default_factory=list)
+    header: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    #: Called after the run with (out, summary); returns more plots.
+    plots: list[Callable[[Path, list[dict[str, Any]]], Path]] = field(default_factory=list)
+
+
 @dataclass
 class ReproduceResult:
+    """What :func:`reproduce` wrote and how long it took."""
+
     out: Path
     rows: list[dict[str, Any]]
     summary: list[dict[str, Any]]
@@ -36,117 +141,145 @@ class ReproduceResult:
     reused: int
 
 
-def reproduce(
-    out: str | Path = "results",
-    *,
-    quick: bool = False,
-    seeds: int | None = None,
-    n_jobs: int | None = None,
-    experiments: list[str] | None = None,
-    backend: str = "local",
-    workers: int | None = None,
-    address: str | None = None,
-    resume: bool = False,
-    fresh: bool = False,
-    extra_cells: list[Cell] | None = None,
-    progress: bool = True,
-    env: dict[str, Any] | None = None,
-    learned: bool | None = None,
-    train_timesteps: int | None = None,
-    real_curves: bool | None = None,
-    curves: str | None = None,
-) -> ReproduceResult:
-    """Run the experiments and write the report; see the module docstring."""
-    t0 = time.perf_counter()
-    out = Path(out)
-    preset = QUICK if quick else DEFAULT
-    n_seeds = seeds if seeds is not None else preset["seeds"]
-    if n_seeds < 2:
-        raise ValueError(f"seeds={n_seeds} is not allowed: at least 2 (for confidence intervals)")
-    jobs = n_jobs if n_jobs is not None else preset["n_jobs"]
-    base_env: dict[str, Any] = dict(env or {})
-    if jobs is not None:
-        base_env["n_jobs"] = jobs
-    from . import e6, e7
+Stage = Callable[[Path, ReproduceOptions, Plan], None]
 
-    scripted_exps = [e for e in experiments if e not in ("E6", "E7")] if experiments else None
-    cells = build_cells(base_env, scripted_exps) if scripted_exps != [] else []
-    cells += list(extra_cells or [])
-    want_e6 = (experiments is None or "E6" in experiments) if learned is None else learned
-    models: dict[str, dict[str, Any]] = {}
-    e6_note = ""
-    if want_e6 and not e6.available():
-        e6_note = (
+
+def scripted_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E1-E5: the scripted policies on the synthetic workload."""
+    special = {"E6", "E7"}
+    chosen = None if opts.experiments is None else [e for e in opts.experiments if e not in special]
+    if chosen != []:
+        plan.cells += build_cells(opts.overrides, chosen)
+
+
+def learned_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E6: train (or reuse) the learned stoppers, then run them beside the scripted ones."""
+    from . import e6
+
+    if not opts.wants("E6", opts.learned):
+        return
+    if not e6.available():
+        plan.notes.append(
             "E6 skipped: stable-baselines3 and torch are not installed (pip install -e '.[train]')."
         )
-    elif want_e6:
-        out.mkdir(parents=True, exist_ok=True)
-        models = e6.train_models(out, quick=quick, workers=workers, timesteps=train_timesteps)
-        cells += e6.e6_cells(base_env, models)
-    want_e7 = (experiments is None or "E7" in experiments) if real_curves is None else real_curves
-    e7_info: dict[str, Any] = {}
-    if want_e7 and curves is None and not e7.available():
-        e6_note += " E7 skipped: generating real curves needs torch (pip install -e '.[train]')."
-    elif want_e7:
-        out.mkdir(parents=True, exist_ok=True)
-        corpus = (
-            Path(curves)
-            if curves
-            else e7.ensure_corpus(
-                out, quick=quick, workers=workers, backend=backend, address=address
-            )
-        )
-        cells += e7.e7_cells(base_env, corpus)
-        e7_info = e7.corpus_summary(corpus)
-    seed_list = list(range(n_seeds))
-    tasks = [(c, s) for c in cells for s in seed_list]
-    if fresh and (out / "raw").exists():
-        shutil.rmtree(out / "raw")
-    existing = sum(task_path(out, c, s).exists() for c, s in tasks)
-    if existing and not resume:
-        raise FileExistsError(
-            f"{existing} of {len(tasks)} results are already in {out / 'raw'}: "
-            "pass --resume to reuse them, or --fresh to recompute everything"
-        )
+        return
     out.mkdir(parents=True, exist_ok=True)
-    stats = _run_with_progress(tasks, out, backend, workers, address, progress, len(cells))
-    rows = load_results(out, cells, seed_list)
+    models = e6.train_models(
+        out, quick=opts.quick, executor=opts.executor, timesteps=opts.train_timesteps
+    )
+    plan.cells += e6.e6_cells(opts.overrides, models)
+    plan.header["E6 training"] = "; ".join(
+        f"{Path(p).stem}: {m['algo'].upper()}, {m['timesteps']} steps in "
+        f"{m['train_seconds']:.0f} s, kept the best evaluation (at {m['selected_at']})"
+        for p, m in models.items()
+    )
+    plan.plots.append(lambda out, summary: _learning_curve_plot(out, models))
+
+
+def real_curves_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E7: generate (or read) a micro-RLHF corpus and rerun E1 and the noise sweep on it."""
+    from . import e7
+
+    if not opts.wants("E7", opts.real_curves):
+        return
+    if opts.curves is None and not e7.available():
+        plan.notes.append(
+            "E7 skipped: generating real curves needs torch (pip install -e '.[train]')."
+        )
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    corpus = (
+        Path(opts.curves)
+        if opts.curves
+        else e7.ensure_corpus(out, quick=opts.quick, executor=opts.executor)
+    )
+    plan.cells += e7.e7_cells(opts.overrides, corpus)
+    info = e7.corpus_summary(corpus)
+    plan.header["E7 corpus"] = (
+        f"{info['runs']} micro-RLHF runs, {info['hacking']} hacking; hacking peaks at "
+        f"progress quartiles {', '.join(f'{v:.2f}' for v in info['peak_quartiles'])}; "
+        f"Gao-law fit R² quartiles {', '.join(f'{v:.2f}' for v in info['gao_r2_quartiles'])}"
+    )
+
+
+#: The stages of a run, in order.  A new experiment appends its own.
+STAGES: list[Stage] = [scripted_stage, learned_stage, real_curves_stage]
+
+
+def reproduce(
+    out: str | Path = "results", options: ReproduceOptions | None = None, **kwargs: Any
+) -> ReproduceResult:
+    """Run the experiments and write the report; see the module docstring.
+
+    Args:
+        out: Output folder.
+        options: What to run; or give :class:`ReproduceOptions`' fields as keywords.
+    """
+    t0 = time.perf_counter()
+    out = Path(out)
+    opts = options or ReproduceOptions(**kwargs)
+    _check_experiments(opts)
+    plan = Plan()
+    for stage in STAGES:
+        stage(out, opts, plan)
+    plan.cells += list(opts.extra_cells)
+    seeds = list(range(opts.n_seeds))
+    stats = _run(out, opts, plan.cells, seeds)
+    rows = load_results(out, plan.cells, seeds)
     add_deltas(rows)
     summary = summarise(rows)
     files = write_csvs(out, rows, summary)
-    env0 = {"workload": "heavy-rlhf", "scheduler": "srtf-est", **base_env}
-    plots = make_plots(out, summary, env0)
-    if models:
-        plots.append(_learning_curve_plot(out, models, summary))
-    header = {
-        "seeds per cell": n_seeds,
-        "jobs per episode": jobs if jobs is not None else "workload default (200)",
-        "environment": ", ".join(f"{k}={v}" for k, v in env0.items()),
-        "cells": len(cells),
-        "machine": f"{platform.machine()}, Python {platform.python_version()}",
-    }
-    if models:
-        header["E6 training"] = "; ".join(
-            f"{Path(p).stem}: {m['algo'].upper()}, {m['timesteps']} steps in "
-            f"{m['train_seconds']:.0f} s, kept the best evaluation (at {m['selected_at']})"
-            for p, m in models.items()
-        )
-    if e6_note:
-        header["skipped"] = e6_note.strip()
-    if e7_info:
-        header["E7 corpus"] = (
-            f"{e7_info['runs']} micro-RLHF runs, {e7_info['hacking']} hacking; hacking peaks at "
-            f"progress quartiles {', '.join(f'{v:.2f}' for v in e7_info['peak_quartiles'])}; "
-            f"Gao-law fit R² quartiles {', '.join(f'{v:.2f}' for v in e7_info['gao_r2_quartiles'])}"
-        )
-    files.append(write_report(out, summary, header=header, plots=plots))
+    from .plots import make_plots
+
+    plots = make_plots(out, summary, base_env(opts.overrides))
+    plots += [make(out, summary) for make in plan.plots]
+    files.append(write_report(out, summary, header=_header(opts, plan), plots=plots))
     files += plots
     return ReproduceResult(
         out, rows, summary, files, time.perf_counter() - t0, stats.ran, stats.done_before
     )
 
 
-def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]], summary) -> Path:
+def _check_experiments(opts: ReproduceOptions) -> None:
+    unknown = sorted(set(opts.experiments or ()) - set(EXPERIMENTS))
+    if unknown:
+        raise ValueError(f"experiments={unknown} unknown: choose among {sorted(EXPERIMENTS)}")
+
+
+def _run(out: Path, opts: ReproduceOptions, cells: list[Cell], seeds: list[int]):
+    """Run the missing (cell, seed) tasks, refusing to mix with old results unless asked."""
+    tasks = [(c, s) for c in cells for s in seeds]
+    if opts.fresh and (out / "raw").exists():
+        shutil.rmtree(out / "raw")
+    existing = sum(task_path(out, c, s).exists() for c, s in tasks)
+    if existing and not opts.resume:
+        raise FileExistsError(
+            f"{existing} of {len(tasks)} results are already in {out / 'raw'}: "
+            "pass --resume to reuse them, or --fresh to recompute everything"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    if not opts.progress:
+        return run_tasks(tasks, out, executor=opts.executor)
+    with _progress_bar(f"{len(cells)} cells × {len(seeds)} seeds", len(tasks)) as advance:
+        return run_tasks(tasks, out, executor=opts.executor, progress=advance)
+
+
+def _header(opts: ReproduceOptions, plan: Plan) -> dict[str, Any]:
+    jobs = opts.jobs_per_episode
+    header: dict[str, Any] = {
+        "seeds per cell": opts.n_seeds,
+        "jobs per episode": jobs if jobs is not None else "workload default (200)",
+        "environment": ", ".join(f"{k}={v}" for k, v in base_env(opts.overrides).items()),
+        "cells": len(plan.cells),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}",
+        **plan.header,
+    }
+    if plan.notes:
+        header["skipped"] = " ".join(plan.notes)
+    return header
+
+
+def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]]) -> Path:
     from baselines.train import plot_learning_curves
 
     curves = {
@@ -163,9 +296,9 @@ def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]], summary) 
     return plot_learning_curves(curves, out / "e6_learning_curves.png", refs)
 
 
-def _run_with_progress(tasks, out, backend, workers, address, progress, n_cells):
-    if not progress:
-        return run_tasks(tasks, out, backend=backend, workers=workers, address=address)
+@contextlib.contextmanager
+def _progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar; yields ``advance(n)``."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -181,14 +314,8 @@ def _run_with_progress(tasks, out, backend, workers, address, progress, n_cells)
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     ) as bar:
-        tid = bar.add_task(
-            f"{n_cells} cells × {len(tasks) // max(n_cells, 1)} seeds", total=len(tasks)
-        )
-        return run_tasks(
-            tasks,
-            out,
-            backend=backend,
-            workers=workers,
-            address=address,
-            progress=lambda n: bar.advance(tid, n),
-        )
+        tid = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(tid, n)
+
+
+__all__ = ["STAGES", "Plan", "ReproduceOptions", "ReproduceResult", "reproduce"]

@@ -13,6 +13,7 @@ from evalstop_experiments.experiments import build_cells
 from evalstop_experiments.reproduce import reproduce
 from evalstop_experiments.runner import run_tasks
 from evalstop_experiments.stats import fmt_ci, mean_ci, pct_change
+from evalstop_gym.parallel import Executor
 
 TINY = {
     "seeds": 2,
@@ -102,7 +103,7 @@ def test_interrupted_run_resumed_gives_identical_output(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_tasks(tasks, cut, workers=1, progress=interrupt_after_five)
+        run_tasks(tasks, cut, executor=Executor(workers=1), progress=interrupt_after_five)
     assert len(list((cut / "raw").rglob("*.json"))) == 5
     res = reproduce(cut, experiments=["E1", "E5"], resume=True, **TINY)
     assert res.reused == 5 and res.ran == len(tasks) - 5
@@ -127,10 +128,19 @@ def test_ray_backend_equals_local(tmp_path: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes()
 
 
+def _has_drawn_pixels(png: Path) -> bool:
+    """Whether a plot has coloured (non-grey) pixels: the data, not only axes and text."""
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(png)[..., :3]
+    return bool((img.max(axis=-1) - img.min(axis=-1) > 0.2).sum() > 50)
+
+
 def test_learned_and_real_curve_experiments(tmp_path: Path) -> None:
     pytest.importorskip("stable_baselines3")
     from test_real_curves import _trace
 
+    from baselines.learned import read_meta
     from evalstop_gym.corpus import write_traces
 
     corpus = tmp_path / "corpus.jsonl"
@@ -154,11 +164,16 @@ def test_learned_and_real_curve_experiments(tmp_path: Path) -> None:
     assert {"EvalStop", "DQN[boundary]", "DQN[full]"} <= policies
     assert len(e6) == 2 * 2 * 6  # 2 noise levels x 6 policies x 2 seeds
     e7 = _read(out / "E7.csv")
-    assert {r["group"] for r in e7} >= {"real sigma=0.0", "synthetic sigma=0.12"}
+    assert {(r["variant"], float(r["value"])) for r in e7} >= {("real", 0.0), ("synthetic", 0.12)}
     report = (out / "REPORT.md").read_text()
     assert "## E6" in report and "## E7" in report and "utility" in report
-    assert (out / "e6_learning_curves.png").exists()
-    assert len(list((out / "models").glob("*.zip"))) == 4
+    models = sorted((out / "models").glob("*.zip"))
+    assert len(models) == 4
+    # every model was evaluated during training, so the learning-curve plot has points
+    for path in models:
+        curve = read_meta(path)["learning_curve"]
+        assert len(curve) >= 1 and curve[-1][0] >= 600, path
+    assert _has_drawn_pixels(out / "e6_learning_curves.png")
     # resuming reuses the trained models and every finished episode
     again = reproduce(
         out,

@@ -27,7 +27,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +41,7 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
+from evalstop_gym.parallel import Executor
 
 if TYPE_CHECKING:
     from evalstop_gym.corpus.generators.micro_rlhf.train import MicroRLHFConfig
@@ -55,8 +55,6 @@ SWEEP_GRID: dict[str, tuple[float, ...]] = {
 }
 #: File name of the corpus inside the ``--out`` folder.
 TRACES_FILE = "traces.jsonl"
-
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def sweep_configs(n_runs: int, seed: int = 0, **overrides: Any) -> list[MicroRLHFConfig]:
@@ -95,74 +93,10 @@ def _run_one(config: MicroRLHFConfig) -> tuple[CurveTrace, float]:
     return trace, time.perf_counter() - started
 
 
-def _worker_init() -> None:
-    # One intra-op thread per worker: workers already fill the cores, and a fixed thread count
-    # keeps float reductions (hence sampled tokens) identical across backends.
-    os.environ["OMP_NUM_THREADS"] = "1"
-    import torch
-
-    torch.set_num_threads(1)
-
-
 def _progress_bar(total: int, enabled: bool, backend: str) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, disable=not enabled, desc=f"micro-RLHF ({backend})", unit="run")
-
-
-def _run_local(
-    configs: Sequence[MicroRLHFConfig], workers: int, progress: bool
-) -> list[tuple[CurveTrace, float]]:
-    import multiprocessing
-
-    results: list[tuple[CurveTrace, float] | None] = [None] * len(configs)
-    # spawn, not fork: forking a parent whose torch/OpenMP thread pools exist can deadlock.
-    ctx = multiprocessing.get_context("spawn")
-    with (
-        ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool,
-        _progress_bar(len(configs), progress, "local") as bar,
-    ):
-        futures = {pool.submit(_run_one, c): i for i, c in enumerate(configs)}
-        for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            bar.update(1)
-    return [r for r in results if r is not None]
-
-
-def _run_ray(
-    configs: Sequence[MicroRLHFConfig], workers: int | None, address: str | None, progress: bool
-) -> list[tuple[CurveTrace, float]]:
-    import ray
-
-    started_here = not ray.is_initialized()
-    if started_here:
-        if address is None:
-            # A local cluster's workers import this package from the source tree, installed or not.
-            path = os.pathsep.join(p for p in (str(_REPO_ROOT), os.environ.get("PYTHONPATH")) if p)
-            ray.init(
-                num_cpus=workers,
-                include_dashboard=False,
-                log_to_driver=False,
-                runtime_env={"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": "1"}},
-            )
-        else:
-            ray.init(address=address, log_to_driver=False)
-    try:
-        remote = ray.remote(num_cpus=1)(_run_one)
-        refs = [remote.remote(c) for c in configs]
-        index = {ref: i for i, ref in enumerate(refs)}
-        results: list[tuple[CurveTrace, float] | None] = [None] * len(configs)
-        pending = list(refs)
-        with _progress_bar(len(configs), progress, "ray") as bar:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    results[index[ref]] = ray.get(ref)
-                    bar.update(1)
-        return [r for r in results if r is not None]
-    finally:
-        if started_here:
-            ray.shutdown()
 
 
 def generate_corpus(
@@ -176,6 +110,7 @@ def generate_corpus(
     progress: bool = True,
     configs: Sequence[MicroRLHFConfig] | None = None,
     timings: list[float] | None = None,
+    executor: Executor | None = None,
 ) -> list[CurveTrace]:
     """Run a corpus of micro-RLHF runs in parallel and write it as JSONL.
 
@@ -190,25 +125,20 @@ def generate_corpus(
         progress: Show a progress bar.
         configs: Explicit run configurations instead of the sweep grid.
         timings: If given, the wall-clock seconds of each run are appended to it, in run order.
+        executor: Where to run, instead of ``workers``, ``backend`` and ``address``.
 
     Returns:
         The traces in run order, each labelled by ``label_hacking`` on its gold curve. Both
         backends return identical traces for identical configurations.
     """
-    if backend not in ("local", "ray"):
-        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
-    if address is not None and backend != "ray":
-        raise ValueError("address is only meaningful with backend='ray'")
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+    executor = executor or Executor(backend, workers, address)
     configs = list(configs) if configs is not None else sweep_configs(n_runs, seed)
     if not configs:
         raise ValueError("nothing to run: n_runs must be >= 1")
-    n_workers = min(workers or os.cpu_count() or 1, len(configs))
-    if backend == "local":
-        results = _run_local(configs, n_workers, progress)
-    else:
-        results = _run_ray(configs, n_workers if address is None else None, address, progress)
+    # Workers run with one BLAS/OpenMP thread (evalstop_gym.parallel.WORKER_ENV): a fixed
+    # thread count keeps float reductions, hence sampled tokens, identical across backends.
+    with _progress_bar(len(configs), progress, executor.backend) as bar:
+        results = executor.map(_run_one, configs, progress=bar.update)
     traces = [trace for trace, _ in results]
     if timings is not None:
         timings.extend(seconds for _, seconds in results)

@@ -1,0 +1,267 @@
+"""One way to fan work out: a local process pool, a serial loop, or Ray.
+
+Everything in the project that runs many independent tasks (experiment cells,
+the benchmark, E6's model training, micro-RLHF corpora) goes through
+:class:`Executor`, so every fan-out behaves the same:
+
+- ``backend="local"``: a :class:`~concurrent.futures.ProcessPoolExecutor` with the
+  *spawn* start method (forking a parent whose torch/OpenMP thread pools exist can
+  deadlock), at most ``workers * 4`` tasks queued at a time, so Ctrl-C leaves no
+  long queue behind.  With ``workers=1``, inside a daemonic process, or when the
+  platform cannot start a pool, the tasks run serially in this process.
+- ``backend="ray"``: one Ray task per item with :func:`ray_runtime_env` (the same
+  environment variables as the local workers, and the source tree on the workers'
+  path); Ray is imported only here, on demand.
+
+Workers start with :data:`WORKER_ENV` (one BLAS/OpenMP thread each: the workers
+already fill the cores, and a fixed thread count keeps float reductions, hence
+results, identical across backends).  The variables are in the workers'
+environment from their first instruction, before numpy or torch are imported.
+
+Results are yielded as ``(index, result)`` pairs as they finish.  This module
+knows nothing of policies or experiments and imports no third-party package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+BACKENDS: tuple[str, ...] = ("local", "ray")
+
+#: Environment of every worker process, local or Ray.
+WORKER_ENV: dict[str, str] = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+}
+
+#: The folder holding the ``evalstop_gym`` package (the source tree's root).
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+
+#: Tasks in flight per worker: enough to keep workers busy, few enough to stop fast.
+_WINDOW_PER_WORKER = 4
+
+
+def ray_runtime_env(remote: bool = False) -> dict[str, Any]:
+    """The Ray ``runtime_env`` every Ray task of the project runs with.
+
+    Args:
+        remote: The cluster is not this machine: ship the source tree's packages
+            (``py_modules``) instead of pointing ``PYTHONPATH`` at them.
+
+    Returns:
+        ``{"env_vars": WORKER_ENV + PYTHONPATH}``, plus ``py_modules`` when remote.
+    """
+    path = os.pathsep.join(p for p in (str(SOURCE_ROOT), os.environ.get("PYTHONPATH")) if p)
+    env: dict[str, Any] = {"env_vars": {**WORKER_ENV, "PYTHONPATH": path}}
+    if remote:
+        env["py_modules"] = sorted(
+            str(p) for p in SOURCE_ROOT.iterdir() if (p / "__init__.py").is_file()
+        )
+    return env
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where and how wide to run independent tasks.
+
+    Args:
+        backend: ``"local"`` (process pool, serial with one worker) or ``"ray"``.
+        workers: Parallel workers (local) or CPUs of a Ray cluster started here;
+            default: every core.
+        address: Address of an existing Ray cluster (``backend="ray"`` only).
+
+    Example:
+        >>> list(Executor(workers=1).map(abs, [-1, 2, -3]))
+        [1, 2, 3]
+    """
+
+    backend: str = "local"
+    workers: int | None = None
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse an unknown backend, a worker count below 1, or a stray address."""
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend={self.backend!r} is not allowed: one of {list(BACKENDS)}")
+        if self.workers is not None and (
+            not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1
+        ):
+            raise ValueError(f"workers={self.workers!r} is not allowed: an integer >= 1 or None")
+        if self.address is not None and self.backend != "ray":
+            raise ValueError(f"address={self.address!r} is only allowed with backend='ray'")
+
+    def width(self, n_tasks: int) -> int:
+        """How many workers ``n_tasks`` tasks get (at least 1)."""
+        return max(1, min(self.workers or os.cpu_count() or 1, n_tasks))
+
+    def imap(
+        self,
+        fn: Callable[[T], R],
+        items: Iterable[T],
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> Iterator[tuple[int, R]]:
+        """Yield ``(index, fn(item))`` as each task finishes, in completion order.
+
+        ``fn`` must be a module-level function (workers import it by name).
+        ``progress(1)`` is called after the caller has taken each result, so a
+        progress callback that raises (Ctrl-C) never loses a handed-out result.
+        Leaving the loop early cancels the tasks not yet started.
+        """
+        todo = list(items)
+        if not todo:
+            return
+        if self.backend == "ray":
+            results = _ray_imap(fn, todo, self.width(len(todo)), self.address)
+        elif self.width(len(todo)) == 1 or multiprocessing.current_process().daemon:
+            results = _serial_imap(fn, todo)
+        else:
+            results = _pool_imap(fn, todo, self.width(len(todo)))
+        for pair in results:
+            yield pair
+            if progress is not None:
+                progress(1)
+
+    def map(
+        self,
+        fn: Callable[[T], R],
+        items: Iterable[T],
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[R]:
+        """``[fn(item) for item in items]``, computed in parallel, in input order."""
+        todo = list(items)
+        out: list[Any] = [None] * len(todo)
+        for i, r in self.imap(fn, todo, progress=progress):
+            out[i] = r
+        return out
+
+
+def parallel_map(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    *,
+    backend: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[tuple[int, R]]:
+    """Shorthand for ``Executor(backend, workers, address).imap(fn, items, progress=progress)``."""
+    return Executor(backend, workers, address).imap(fn, items, progress=progress)
+
+
+def _serial_imap(fn: Callable[[T], R], items: list[T]) -> Iterator[tuple[int, R]]:
+    for i, item in enumerate(items):
+        yield i, fn(item)
+
+
+@contextlib.contextmanager
+def _worker_environment() -> Iterator[None]:
+    """Set :data:`WORKER_ENV` while worker processes are spawned (they copy ``os.environ``)."""
+    saved = {k: os.environ.get(k) for k in WORKER_ENV}
+    os.environ.update(WORKER_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _start_pool(workers: int) -> ProcessPoolExecutor | None:
+    try:
+        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    except (OSError, NotImplementedError, ImportError) as e:  # e.g. no semaphores in a sandbox
+        warnings.warn(f"no process pool ({e}); running serially", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def _pool_imap(fn: Callable[[T], R], items: list[T], workers: int) -> Iterator[tuple[int, R]]:
+    pool = _start_pool(workers)
+    if pool is None:
+        yield from _serial_imap(fn, items)
+        return
+    pending: dict[Future[R], int] = {}
+    it = iter(enumerate(items))
+    finished = False
+    try:
+        # The pool spawns one process per submission until it has `workers`: the first
+        # window (>= workers tasks) starts them all inside the worker environment.
+        with _worker_environment():
+            for i, item in _take(it, workers * _WINDOW_PER_WORKER):
+                pending[pool.submit(fn, item)] = i
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield pending.pop(fut), fut.result()
+            for i, item in _take(it, len(done)):
+                pending[pool.submit(fn, item)] = i
+        finished = True
+    finally:
+        pool.shutdown(wait=True, cancel_futures=not finished)
+
+
+def _take(it: Iterator[T], n: int) -> Iterator[T]:
+    for _ in range(n):
+        try:
+            yield next(it)
+        except StopIteration:
+            return
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the extra
+        raise RuntimeError(
+            "backend='ray' needs Ray: pip install 'evalstop-gym[distributed]'"
+        ) from e
+    return ray
+
+
+def _ray_imap(
+    fn: Callable[[T], R], items: list[T], workers: int, address: str | None
+) -> Iterator[tuple[int, R]]:
+    ray = _import_ray()
+    started = not ray.is_initialized()
+    if started:
+        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            ray.init(address=address, **kw)
+        else:
+            ray.init(num_cpus=workers, **kw)
+    remote = address is not None and address not in ("local", "auto")
+    task = ray.remote(num_cpus=1, runtime_env=ray_runtime_env(remote))(fn)
+    refs: dict[Any, int] = {}
+    it = iter(enumerate(items))
+    try:
+        for i, item in _take(it, workers * _WINDOW_PER_WORKER):
+            refs[task.remote(item)] = i
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            for ref in ready:
+                yield refs.pop(ref), ray.get(ref)
+            for i, item in _take(it, len(ready)):
+                refs[task.remote(item)] = i
+    finally:
+        for ref in refs:
+            ray.cancel(ref)
+        if started:
+            ray.shutdown()
+
+
+__all__ = ["BACKENDS", "WORKER_ENV", "Executor", "parallel_map", "ray_runtime_env"]

@@ -1,0 +1,98 @@
+"""The one parallel-execution helper: serial, process pool and Ray give the same results."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from evalstop_gym.parallel import WORKER_ENV, Executor, parallel_map, ray_runtime_env
+
+
+def square(x: int) -> int:
+    """A task: the square of ``x``."""
+    return x * x
+
+
+def worker_facts(_: int) -> dict[str, object]:
+    """A task reporting what the worker looks like from inside."""
+    return {
+        "pid": os.getpid(),
+        "env": {k: os.environ.get(k) for k in WORKER_ENV},
+        "torch_threads": sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None,
+    }
+
+
+def fail_on_three(x: int) -> int:
+    """A task that fails for one item."""
+    if x == 3:
+        raise ArithmeticError("three")
+    return x
+
+
+def test_serial_and_pool_give_the_same_results_in_input_order() -> None:
+    items = list(range(23))
+    serial = Executor(workers=1).map(square, items)
+    pooled = Executor(workers=2).map(square, items)
+    assert serial == pooled == [x * x for x in items]
+    pairs = list(parallel_map(square, items, workers=2))
+    assert sorted(pairs) == list(enumerate(serial))
+
+
+def test_pool_workers_are_other_processes_with_the_worker_environment() -> None:
+    before = {k: os.environ.get(k) for k in WORKER_ENV}
+    facts = Executor(workers=2).map(worker_facts, range(4))
+    assert all(f["pid"] != os.getpid() for f in facts)
+    assert all(f["env"] == WORKER_ENV for f in facts)
+    assert {k: os.environ.get(k) for k in WORKER_ENV} == before  # the parent is left as it was
+
+
+def test_progress_is_called_once_per_result_after_it_is_taken() -> None:
+    calls: list[int] = []
+    taken = 0
+    for _ in Executor(workers=2).imap(square, range(7), progress=calls.append):
+        taken += 1
+        assert len(calls) == taken - 1  # the callback follows the result, never precedes it
+    assert calls == [1] * 7
+
+
+def test_a_failing_task_raises_in_the_caller() -> None:
+    for ex in (Executor(workers=1), Executor(workers=2)):
+        with pytest.raises(ArithmeticError, match="three"):
+            ex.map(fail_on_three, range(6))
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="backend='slurm'"):
+        Executor("slurm")
+    with pytest.raises(ValueError, match="workers=0"):
+        Executor(workers=0)
+    with pytest.raises(ValueError, match="address"):
+        Executor(address="127.0.0.1:6379")
+    assert Executor(workers=1).map(square, []) == []
+
+
+def test_ray_runtime_env_carries_the_worker_environment_and_the_source_tree() -> None:
+    env = ray_runtime_env()
+    assert WORKER_ENV.items() <= env["env_vars"].items()
+    import evalstop_gym
+
+    root = os.path.dirname(os.path.dirname(evalstop_gym.__file__))
+    assert env["env_vars"]["PYTHONPATH"].split(os.pathsep)[0] == root
+    remote = ray_runtime_env(remote=True)
+    assert any(p.endswith("evalstop_gym") for p in remote["py_modules"])
+
+
+@pytest.mark.slow
+def test_ray_gives_the_same_results_with_the_worker_environment(monkeypatch) -> None:
+    pytest.importorskip("ray")
+    # Ray workers import tasks by module name: put this test module on their path.
+    here = os.path.dirname(__file__)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    )
+    ex = Executor("ray", workers=2)
+    assert ex.map(square, range(9)) == [x * x for x in range(9)]
+    facts = ex.map(worker_facts, range(2))
+    assert all(f["env"] == WORKER_ENV for f in facts)
