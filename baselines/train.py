@@ -12,6 +12,7 @@ The model file is SB3's zip plus the metadata :class:`baselines.Learned` needs.
 from __future__ import annotations
 
 import argparse
+import ast
 import copy
 import functools
 import json
@@ -23,6 +24,9 @@ from typing import Any
 import numpy as np
 
 from evalstop_cli.envargs import add_env_arguments, env_kwargs_from_args
+from evalstop_gym.envs import EvalStopEnv
+
+from .learned import _algo, write_meta
 
 #: Episode metrics Monitor writes to its CSV at the end of each episode.
 MONITOR_KEYWORDS = (
@@ -34,57 +38,69 @@ MONITOR_KEYWORDS = (
     "mean_delivered_quality",
 )
 
-#: Hyperparameters per algorithm (the same as baselines/hyperparams/*.yml).
-HYPERPARAMS: dict[str, dict[str, Any]] = {
-    "ppo": {
-        "n_steps": 512,
-        "batch_size": 256,
-        "gamma": 0.99,
-        "gae_lambda": 0.95,
-        "ent_coef": 0.01,
-        "learning_rate": 3e-4,
-        "n_epochs": 10,
-        "policy_kwargs": {"net_arch": [64, 64]},
-    },
-    "a2c": {
-        "n_steps": 32,
-        "gamma": 0.95,
-        "ent_coef": 0.01,
-        "learning_rate": 7e-4,
-        "policy_kwargs": {"net_arch": [64, 64]},
-    },
-    "dqn": {
-        "buffer_size": 100_000,
-        "learning_starts": 2_000,
-        "batch_size": 128,
-        "gamma": 0.99,
-        "train_freq": 4,
-        "target_update_interval": 2_000,
-        "exploration_fraction": 0.2,
-        "learning_rate": 3e-4,
-        "policy_kwargs": {"net_arch": [64, 64]},
-    },
-}
+#: RL Zoo hyperparameter files, one per algorithm: the single source of the settings.
+HYPERPARAMS_DIR = Path(__file__).with_name("hyperparams")
+ALGOS: tuple[str, ...] = ("a2c", "dqn", "ppo")
+#: Keys of a zoo file that are not keyword arguments of the SB3 algorithm.
+ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs")
+#: The environment id the zoo files configure.
+ZOO_ENV_ID = "EvalStop-v0"
 
-#: Training episodes are shorter than evaluation ones: more episodes per budget.
-TRAIN_N_JOBS = 100
+
+def load_zoo_config(algo: str) -> dict[str, Any]:
+    """The ``EvalStop-v0`` entry of ``hyperparams/<algo>.yml``, ``policy_kwargs`` as a dict.
+
+    RL Zoo writes ``policy_kwargs`` as Python source (``"dict(net_arch=[64, 64])"``);
+    it is read here as literals only, never evaluated.
+    """
+    import yaml
+
+    if algo not in ALGOS:
+        raise ValueError(f"algo={algo!r} is not allowed: one of {list(ALGOS)}")
+    path = HYPERPARAMS_DIR / f"{algo}.yml"
+    with open(path) as fh:
+        conf = dict(yaml.safe_load(fh)[ZOO_ENV_ID])
+    if isinstance(conf.get("policy_kwargs"), str):
+        conf["policy_kwargs"] = _literal_dict_call(conf["policy_kwargs"], path)
+    return conf
+
+
+def _literal_dict_call(text: str, path: Path) -> dict[str, Any]:
+    """``"dict(a=1, b=[2])"`` -> ``{"a": 1, "b": [2]}``; anything else is refused."""
+    node = ast.parse(text, mode="eval").body
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "dict"
+        and not node.args
+    ):
+        raise ValueError(f"{path}: policy_kwargs={text!r} is not allowed: dict(key=literal, ...)")
+    return {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
+
+
+def load_hyperparams(algo: str) -> dict[str, Any]:
+    """The SB3 keyword arguments of ``algo`` (its zoo file without the zoo-only keys)."""
+    return {k: v for k, v in load_zoo_config(algo).items() if k not in ZOO_KEYS}
 
 
 @dataclass
 class TrainResult:
+    """A trained model's file, budget and learning curve."""
+
     path: Path
     timesteps: int
     seconds: float
     steps_per_second: float
     learning_curve: list[tuple[int, float, float]]  # (timesteps, mean return, std)
+    model: Any = None  # the SB3 model as saved (the best-evaluated one with keep_best)
 
 
 def train(
     out: str | Path,
     *,
     algo: str = "ppo",
-    timesteps: int = 200_000,
-    n_envs: int = 4,
+    timesteps: int | None = None,
+    n_envs: int | None = None,
     seed: int = 0,
     policy: str = "multi",
     env_kwargs: dict[str, Any] | None = None,
@@ -100,119 +116,57 @@ def train(
 ) -> TrainResult:
     """Train a stopper on EvalStop-v0 and save it to ``out`` (a .zip).
 
+    ``timesteps``, ``n_envs``, the training environment's arguments and the
+    algorithm's hyperparameters default to ``hyperparams/<algo>.yml``;
+    ``env_kwargs`` and ``hyperparams`` override them key by key.
+
     With ``keep_best`` (default) the saved model is the one that scored best in
     the periodic evaluations (validation episodes, seeded apart from the seeds
     ``baselines.evaluate`` and ``reproduce`` test on), not merely the last one:
     value-based learners like DQN keep oscillating after they have learned.
     """
     import torch
-    from gymnasium.wrappers import FlattenObservation
-    from stable_baselines3.common.callbacks import EvalCallback
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from .learned import _algo, write_meta
-
-    if policy not in ("multi", "mlp"):
-        raise ValueError(
-            f"policy={policy!r} is not allowed: 'multi' (Dict obs) or 'mlp' (flattened)"
-        )
-    if timesteps < 1 or n_envs < 1:
-        raise ValueError("timesteps and n_envs must be >= 1")
+    zoo = load_zoo_config(algo)
+    timesteps = int(zoo["n_timesteps"]) if timesteps is None else timesteps
+    n_envs = int(zoo["n_envs"]) if n_envs is None else n_envs
+    _check_args(policy, timesteps, n_envs)
     torch.set_num_threads(1)
-    env_kwargs = {"n_jobs": TRAIN_N_JOBS, **(env_kwargs or {})}
-    out = Path(out)
-    if out.suffix != ".zip":
-        out = out.with_suffix(".zip")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    log_dir = out.with_suffix("")  # models/ppo.zip -> models/ppo/ (monitor, evaluations)
-    log_dir.mkdir(parents=True, exist_ok=True)
+    env_kwargs = {**zoo.get("env_kwargs", {}), **(env_kwargs or {})}
+    out, log_dir = _output_paths(out)
     flatten = policy == "mlp"
-
-    wrap = FlattenObservation if flatten else None
-    make_env = functools.partial(_make_env, env_kwargs)  # picklable for SubprocVecEnv
-
-    venv = make_vec_env(
-        make_env,
-        n_envs=n_envs,
-        seed=seed,
-        wrapper_class=wrap,
-        monitor_dir=str(log_dir / "monitor"),
-        monitor_kwargs={"info_keywords": MONITOR_KEYWORDS},
-        vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
-    )
-    eval_env = make_vec_env(make_env, n_envs=1, seed=seed + 10_000, wrapper_class=wrap)
-    tb = tensorboard
-    if tb is None:
-        try:
-            import tensorboard
-
-            tb = str(log_dir / "tb")
-        except ImportError:
-            tb = None
-    hp = {**HYPERPARAMS[algo], **(hyperparams or {})}
-    cls = _algo(algo)
-    model = cls(
-        "MlpPolicy" if flatten else "MultiInputPolicy",
-        venv,
-        seed=seed,
-        verbose=verbose,
-        tensorboard_log=tb,
-        device="cpu",
-        **copy.deepcopy(hp),  # SB3 fills policy_kwargs in place: keep ours clean
-    )
-    eval_seed = seed + 10_000
-    reseed = _reseed(eval_env, eval_seed)  # SB3 is imported lazily: build the class here
-    callback = EvalCallback(
-        eval_env,
-        eval_freq=max(eval_freq // n_envs, 1),
-        n_eval_episodes=eval_episodes,
-        log_path=str(log_dir),
-        best_model_save_path=str(log_dir) if keep_best else None,
-        deterministic=True,
-        verbose=0,
-        callback_after_eval=reseed,
+    venv, eval_env = _make_envs(env_kwargs, n_envs, seed, flatten, subproc, log_dir)
+    hp = {**load_hyperparams(algo), **(hyperparams or {})}
+    model = _make_model(algo, hp, venv, seed, flatten, verbose, tensorboard, log_dir)
+    callback = _eval_callback(
+        eval_env, seed + EVAL_SEED_OFFSET, eval_freq, n_envs, eval_episodes, log_dir, keep_best
     )
     t0 = time.perf_counter()
-    use_bar = progress and _has_progress_bar()
-    model.learn(total_timesteps=timesteps, callback=callback, progress_bar=use_bar)
+    model.learn(
+        total_timesteps=timesteps, callback=callback, progress_bar=progress and _has_progress_bar()
+    )
     seconds = time.perf_counter() - t0
     trained_steps = int(model.num_timesteps)
     best = log_dir / "best_model.zip"
-    if keep_best and best.exists():
-        model = cls.load(best, device="cpu")
+    selected_best = keep_best and best.exists()
+    if selected_best:
+        model = _algo(algo).load(best, device="cpu")
     model.save(out)
-    from evalstop_gym.envs import EvalStopEnv
-
-    probe = EvalStopEnv(**env_kwargs)
-    dict_space = probe.observation_space
-    # EvalStop(k=2) on the very episodes every evaluation used: the reference line.
-    from stable_baselines3.common.evaluation import evaluate_policy
-
-    ref = float("nan")
-    if "consecutive_declines" in dict_space.spaces:
-        eval_env.seed(eval_seed)
-        from .policies import EvalStop
-
-        predictor = _PolicyPredictor(EvalStop(2), dict_space, flatten)
-        ref = float(evaluate_policy(predictor, eval_env, eval_episodes)[0])
     curve = _learning_curve(log_dir / "evaluations.npz")
+    probe = EvalStopEnv(**env_kwargs)
+    ref = _evalstop_reference(
+        eval_env, seed + EVAL_SEED_OFFSET, probe.observation_space, flatten, eval_episodes
+    )
     write_meta(
         out,
         {
+            **_observation_meta(probe, flatten),
             "algo": algo,
             "policy": policy,
-            "flatten": flatten,
-            "obs_fields": list(dict_space.spaces),
-            "eval_window": probe.window,
-            "observation_space": {
-                k: {"low": s.low.tolist(), "high": s.high.tolist()}
-                for k, s in dict_space.spaces.items()
-            },
             "env_kwargs": env_kwargs,
             "timesteps": trained_steps,
-            "selected": "best periodic evaluation" if keep_best and best.exists() else "last",
-            "selected_at": _best_step(curve) if keep_best and best.exists() else trained_steps,
+            "selected": "best periodic evaluation" if selected_best else "last",
+            "selected_at": _best_step(curve) if selected_best else trained_steps,
             "train_seconds": seconds,
             "seed": seed,
             "n_envs": n_envs,
@@ -224,7 +178,134 @@ def train(
     )
     venv.close()
     eval_env.close()
-    return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve)
+    return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve, model)
+
+
+#: Evaluation episodes are seeded this far from the training seed (and the test seeds).
+EVAL_SEED_OFFSET = 10_000
+
+
+def _check_args(policy: str, timesteps: int, n_envs: int) -> None:
+    if policy not in ("multi", "mlp"):
+        raise ValueError(
+            f"policy={policy!r} is not allowed: 'multi' (Dict obs) or 'mlp' (flattened)"
+        )
+    if timesteps < 1 or n_envs < 1:
+        raise ValueError(f"timesteps={timesteps} and n_envs={n_envs} must be >= 1")
+
+
+def _output_paths(out: str | Path) -> tuple[Path, Path]:
+    """The model file (``.zip``) and its log folder (``models/ppo.zip`` -> ``models/ppo/``)."""
+    out = Path(out)
+    if out.suffix != ".zip":
+        out = out.with_suffix(".zip")
+    log_dir = out.with_suffix("")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return out, log_dir
+
+
+def _make_envs(
+    env_kwargs: dict[str, Any], n_envs: int, seed: int, flatten: bool, subproc: bool, log_dir: Path
+) -> tuple[Any, Any]:
+    """The training vector env (with Monitor logs) and the one-env evaluation vector env."""
+    from gymnasium.wrappers import FlattenObservation
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    wrap = FlattenObservation if flatten else None
+    make_env = functools.partial(_make_env, env_kwargs)  # picklable for SubprocVecEnv
+    venv = make_vec_env(
+        make_env,
+        n_envs=n_envs,
+        seed=seed,
+        wrapper_class=wrap,
+        monitor_dir=str(log_dir / "monitor"),
+        monitor_kwargs={"info_keywords": MONITOR_KEYWORDS},
+        vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
+    )
+    eval_env = make_vec_env(make_env, n_envs=1, seed=seed + EVAL_SEED_OFFSET, wrapper_class=wrap)
+    return venv, eval_env
+
+
+def _make_model(
+    algo: str,
+    hp: dict[str, Any],
+    venv: Any,
+    seed: int,
+    flatten: bool,
+    verbose: int,
+    tensorboard: str | None,
+    log_dir: Path,
+) -> Any:
+    """The SB3 model; TensorBoard logs go to ``log_dir/tb`` when tensorboard is installed."""
+    if tensorboard is None:
+        try:
+            import tensorboard as _  # noqa: F401
+
+            tensorboard = str(log_dir / "tb")
+        except ImportError:
+            tensorboard = None
+    return _algo(algo)(
+        "MlpPolicy" if flatten else "MultiInputPolicy",
+        venv,
+        seed=seed,
+        verbose=verbose,
+        tensorboard_log=tensorboard,
+        device="cpu",
+        **copy.deepcopy(hp),  # SB3 fills policy_kwargs in place: keep ours clean
+    )
+
+
+def _eval_callback(
+    eval_env: Any,
+    eval_seed: int,
+    eval_freq: int,
+    n_envs: int,
+    eval_episodes: int,
+    log_dir: Path,
+    keep_best: bool,
+) -> Any:
+    """Periodic evaluation on the same validation episodes each time."""
+    from stable_baselines3.common.callbacks import EvalCallback
+
+    return EvalCallback(
+        eval_env,
+        eval_freq=max(eval_freq // n_envs, 1),
+        n_eval_episodes=eval_episodes,
+        log_path=str(log_dir),
+        best_model_save_path=str(log_dir) if keep_best else None,
+        deterministic=True,
+        verbose=0,
+        callback_after_eval=_reseed(eval_env, eval_seed),
+    )
+
+
+def _evalstop_reference(
+    eval_env: Any, eval_seed: int, dict_space: Any, flatten: bool, episodes: int
+) -> float:
+    """EvalStop(k=2)'s return on the very episodes every evaluation used (NaN without its field)."""
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    from .policies import EvalStop
+
+    if "consecutive_declines" not in dict_space.spaces:
+        return float("nan")
+    eval_env.seed(eval_seed)
+    predictor = _PolicyPredictor(EvalStop(2), dict_space, flatten)
+    return float(evaluate_policy(predictor, eval_env, episodes)[0])
+
+
+def _observation_meta(probe: EvalStopEnv, flatten: bool) -> dict[str, Any]:
+    """What :class:`baselines.Learned` needs to rebuild and check the observation."""
+    space = probe.observation_space
+    return {
+        "flatten": flatten,
+        "obs_fields": list(space.spaces),
+        "eval_window": probe.window,
+        "observation_space": {
+            k: {"low": s.low.tolist(), "high": s.high.tolist()} for k, s in space.spaces.items()
+        },
+    }
 
 
 def _reseed_callback_class() -> Any:
@@ -334,10 +415,17 @@ def plot_learning_curves(
 
 def add_train_parser(sub: Any) -> None:
     t = sub.add_parser("train", help="train a learned stopper with Stable-Baselines3")
-    t.add_argument("--algo", choices=sorted(HYPERPARAMS), default="ppo")
-    t.add_argument("--timesteps", type=int, default=200_000)
+    t.add_argument("--algo", choices=ALGOS, default="ppo")
+    t.add_argument(
+        "--timesteps",
+        type=int,
+        default=None,
+        help="training budget (default: n_timesteps of hyperparams/ALGO.yml)",
+    )
     t.add_argument("--out", required=True, help="model file (.zip)")
-    t.add_argument("--n-envs", type=int, default=4)
+    t.add_argument(
+        "--n-envs", type=int, default=None, help="parallel envs (default: n_envs of the yml)"
+    )
     t.add_argument("--seed", type=int, default=0)
     t.add_argument(
         "--policy",

@@ -10,7 +10,6 @@ MlpPolicy on CartPole), single-threaded torch; prints steps/s and the ratio.
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 
 import torch
@@ -18,12 +17,12 @@ from stable_baselines3.common.env_util import make_vec_env
 
 import evalstop_gym  # noqa: F401
 from baselines.learned import _algo
-from baselines.train import HYPERPARAMS
+from baselines.train import load_hyperparams
 
 
 def fps(algo: str, env_id: str, policy: str, timesteps: int, **env_kwargs) -> float:
     venv = make_vec_env(env_id, n_envs=4, seed=0, env_kwargs=env_kwargs)
-    model = _algo(algo)(policy, venv, seed=0, device="cpu", **copy.deepcopy(HYPERPARAMS[algo]))
+    model = _algo(algo)(policy, venv, seed=0, device="cpu", **load_hyperparams(algo))
     t0 = time.perf_counter()
     model.learn(total_timesteps=timesteps)
     dt = time.perf_counter() - t0

@@ -11,7 +11,14 @@ pytest.importorskip("stable_baselines3")
 
 from baselines import EvalStop, evaluate
 from baselines.learned import Learned, read_meta
-from baselines.train import train
+from baselines.train import (
+    ALGOS,
+    ZOO_KEYS,
+    TrainResult,
+    load_hyperparams,
+    load_zoo_config,
+    train,
+)
 from evalstop_cli.main import main
 from evalstop_gym.envs import EvalStopEnv
 
@@ -19,11 +26,40 @@ ENV = {"n_jobs": 15}
 
 
 @pytest.fixture(scope="module")
-def model_path(tmp_path_factory) -> Path:
+def trained(tmp_path_factory) -> TrainResult:
     out = tmp_path_factory.mktemp("models") / "ppo.zip"
     res = train(out, timesteps=3000, n_envs=2, env_kwargs=ENV, eval_freq=1500, progress=False)
     assert res.path == out and out.exists()
     assert res.timesteps >= 3000 and res.steps_per_second > 0
+    return res
+
+
+@pytest.fixture(scope="module")
+def model_path(trained: TrainResult) -> Path:
+    return trained.path
+
+
+def _hand_built_observations(w: int = 10) -> list[dict[str, np.ndarray]]:
+    """A hacking-looking and a healthy-looking RLHF checkpoint, and a LoRA one."""
+    out = []
+    for job_type, evals, declines in (
+        (2, [0.2, 0.5, 0.7, 0.6, 0.4], 2),
+        (2, [0.1, 0.2, 0.3, 0.4, 0.5], 0),
+        (0, [0.3, 0.6, 0.7, 0.75, 0.77], 0),
+    ):
+        ev = np.zeros(2 * w, np.float32)
+        ev[: len(evals)], ev[w : w + len(evals)] = evals, 1
+        loss = np.zeros(2 * w, np.float32)
+        loss[: len(evals)], loss[w : w + len(evals)] = np.linspace(1, 0.5, len(evals)), 1
+        out.append(
+            {
+                "job_type": np.eye(3, dtype=np.float32)[job_type],
+                "evals": ev,
+                "consecutive_declines": np.array([declines], np.float32),
+                "progress": np.array([len(evals) / w], np.float32),
+                "loss": loss,
+            }
+        )
     return out
 
 
@@ -42,21 +78,36 @@ def test_short_training_produces_a_model_that_acts(model_path: Path) -> None:
     assert np.isfinite(meta["evalstop_reference"])
     best = max(meta["learning_curve"], key=lambda c: c[1])
     assert meta["selected"] == "best periodic evaluation" and meta["selected_at"] == best[0]
-    policy = Learned(model_path)
-    env = EvalStopEnv(**ENV)
-    obs, _ = env.reset(seed=0)
-    assert policy.act(obs) in (0, 1)
 
 
-def test_save_load_act_gives_the_same_actions(model_path: Path) -> None:
-    a, b = Learned(model_path), Learned(model_path)
+def test_learned_acts_as_the_trained_model_on_hand_built_observations(
+    trained: TrainResult,
+) -> None:
+    policy = Learned(trained.path)
+    for obs in _hand_built_observations():
+        expected = int(trained.model.predict(obs, deterministic=True)[0])
+        assert policy.act(obs) == expected
+
+
+def _action_probs(model, obs: dict[str, np.ndarray]) -> np.ndarray:
+    tensor, _ = model.policy.obs_to_tensor(obs)
+    return model.policy.get_distribution(tensor).distribution.probs.detach().numpy()
+
+
+def test_saved_model_acts_as_the_model_before_saving(trained: TrainResult) -> None:
+    loaded = Learned(trained.path)
     env = EvalStopEnv(**ENV)
     obs, _ = env.reset(seed=1)
-    done = False
+    done, steps = False, 0
     while not done:
-        x, y = a.act(obs), b.act(obs)
-        assert x == y
-        obs, _, done, _, _ = env.step(x)
+        before = int(trained.model.predict(obs, deterministic=True)[0])
+        assert loaded.act(obs) == before
+        np.testing.assert_array_equal(
+            _action_probs(loaded.model, obs), _action_probs(trained.model, obs)
+        )
+        obs, _, done, _, _ = env.step(before)
+        steps += 1
+    assert steps > 10
 
 
 def test_learned_runs_through_evaluate_with_the_scripted_keys(model_path: Path) -> None:
@@ -116,3 +167,25 @@ def test_cli_train_restricted_fields_and_mlp(tmp_path: Path, capsys) -> None:
     assert meta["env_kwargs"]["eval_noise"] == 0.12
     rows = evaluate(Learned(out), [0], obs_fields="job_type,evals,consecutive_declines", n_jobs=10)
     assert rows[0]["policy"].startswith("Learned")
+
+
+def test_training_uses_the_zoo_files_hyperparameters(trained: TrainResult) -> None:
+    meta = read_meta(trained.path)
+    assert meta["hyperparams"] == load_hyperparams("ppo")
+    assert meta["env_kwargs"]["n_jobs"] == ENV["n_jobs"]  # the caller's override wins
+    for algo in ALGOS:
+        conf = load_zoo_config(algo)
+        assert conf["policy_kwargs"] == {"net_arch": [64, 64]}
+        assert conf["env_kwargs"]["n_jobs"] == 100 and conf["n_envs"] == 4
+        assert not set(load_hyperparams(algo)) & set(ZOO_KEYS)
+
+
+def test_zoo_policy_kwargs_are_read_as_literals_only(tmp_path: Path, monkeypatch) -> None:
+    import baselines.train as train_module
+
+    (tmp_path / "ppo.yml").write_text(
+        "EvalStop-v0:\n  policy_kwargs: \"__import__('os').getcwd()\"\n"
+    )
+    monkeypatch.setattr(train_module, "HYPERPARAMS_DIR", tmp_path)
+    with pytest.raises(ValueError, match=r"ppo.yml: policy_kwargs=.* is not allowed"):
+        load_zoo_config("ppo")
