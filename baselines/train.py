@@ -387,12 +387,10 @@ def plot_learning_curves(
     path: Path,
     refs: dict[str, float] | None = None,
 ) -> Path:
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    fig = Figure(figsize=(7, 4), constrained_layout=True)
+    ax = fig.subplots()
     for name, curve in curves.items():
         if not curve:
             continue
@@ -406,10 +404,10 @@ def plot_learning_curves(
     ax.set_xlabel("training timesteps")
     ax.set_ylabel("evaluation return (utility)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     ax.set_title("Learned stoppers: learning curves (periodic evaluation)")
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

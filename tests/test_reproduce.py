@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from evalstop_cli.main import main
 from evalstop_experiments.experiments import build_cells
+from evalstop_experiments.report import summarise, write_report
 from evalstop_experiments.reproduce import reproduce
 from evalstop_experiments.runner import run_tasks
 from evalstop_experiments.stats import fmt_ci, mean_ci, pct_change
@@ -80,6 +82,24 @@ def test_tiny_reproduce_end_to_end(tmp_path: Path) -> None:
         img = mpimg.imread(tmp_path / f"{name}.png")
         assert img.ndim == 3 and img.shape[0] > 100
     assert res.ran == len(cells) * 2
+
+
+def test_renaming_labels_changes_no_table(tmp_path: Path) -> None:
+    """Tables select rows by typed fields: a relabelled policy or setting keeps its numbers."""
+    res = reproduce(tmp_path / "a", experiments=["E1", "E2", "E3", "E5"], **TINY)
+    renamed = [{**r, "policy": f"<{r['policy']}>", "group": f"<{r['group']}>"} for r in res.rows]
+    reports = []
+    for name, rows in (("orig", res.rows), ("renamed", renamed)):
+        (tmp_path / name).mkdir()
+        reports.append(
+            write_report(tmp_path / name, summarise(rows), header={}, plots=[]).read_text()
+        )
+    orig, new = reports
+    assert "<StopAt-0.65>" in new and "<EvalStop>" in new
+    numbers = re.compile(r"-?\d+\.\d+")
+    assert numbers.findall(new) == numbers.findall(orig)
+    assert new.count("–") == orig.count("–")  # no cell went missing
+    assert len(numbers.findall(orig)) > 100
 
 
 def test_rerun_without_resume_refuses_and_resume_reuses(tmp_path: Path) -> None:

@@ -235,13 +235,12 @@ def plot_fits(
         rows: :func:`fit_corpus` of it.
         path: PNG file to write.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
 
     by_id = {t.run_id: t for t in traces}
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
+    fig = Figure(figsize=(11, 8.5))
+    axes = fig.subplots(2, 2)
     for ax, label in ((axes[0, 0], "hacking"), (axes[0, 1], "healthy")):
         subset = [r for r in rows if r["label"] == label]
         # At most 12 runs per panel, spread over the corpus: 200 overlaid curves are unreadable.
@@ -250,7 +249,7 @@ def plot_fits(
             if subset
             else []
         )
-        colours = plt.cm.viridis(np.linspace(0, 0.9, max(len(shown), 1)))
+        colours = colormaps["viridis"](np.linspace(0, 0.9, max(len(shown), 1)))
         for row, colour in zip(shown, colours, strict=False):
             tr = by_id[row["run_id"]]
             d = np.sqrt(tr.kl)
@@ -279,7 +278,6 @@ def plot_fits(
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write_fit_table(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> None:
