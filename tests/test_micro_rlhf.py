@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,17 @@ def test_cli_fit_writes_table_plot_summary(
 
 
 def test_cli_fit_rejects_traces_without_gold(tmp_path: Path, capsys) -> None:
+    src = Path(__file__).parent / "data" / "curves" / "traces.jsonl"
+    no_gold = [replace(t, gold=None, label=None) for t in read_traces(src)]
+    assert no_gold and all(t.gold is None for t in no_gold)  # a valid corpus, only without gold
+    write_traces(no_gold, tmp_path / "no_gold.jsonl")
+    assert main(["fit", "--traces", str(tmp_path / "no_gold.jsonl"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no run has both 'gold' and 'kl' curves to fit" in err and "no_gold.jsonl" in err
+    assert not (tmp_path / "gao_fits.csv").exists()
+
+
+def test_cli_fit_reports_a_malformed_line(tmp_path: Path, capsys) -> None:
     src = Path(__file__).parent / "data" / "curves" / "traces.jsonl"
     bad = tmp_path / "bad.jsonl"
     bad.write_text(src.read_text().replace('"gold"', '"goldx"', 1))

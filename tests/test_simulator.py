@@ -136,8 +136,12 @@ def test_stop_frees_gpus_and_delivers_best_observed_checkpoint() -> None:
     assert m["mean_delivered_quality"] == pytest.approx(0.5)
 
 
-def test_events_per_run_scale_with_jobs() -> None:
-    m = Simulator(SimConfig(n_jobs=40), 0).run()
-    # one arrival and K checkpoints per job when nothing is stopped or preempted away
-    assert m["n_events"] >= 40 * 11
+@pytest.mark.parametrize("n_jobs", [13, 40])
+@pytest.mark.parametrize("scheduler", ["srtf-est", "fifo"])
+def test_events_per_run_scale_with_jobs(n_jobs: int, scheduler: str) -> None:
+    config = SimConfig(n_jobs=n_jobs, scheduler=scheduler)
+    m = Simulator(config, 0).run()
+    # exactly one arrival and K checkpoints per job when nothing is stopped
+    k = config.resolved_calibration().evals_per_job
+    assert m["n_events"] == n_jobs * (1 + k)
     assert np.isfinite(m["mean_jct_h"])
