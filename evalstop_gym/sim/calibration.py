@@ -25,8 +25,7 @@ progress and x = progress / peak_progress.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
 
@@ -117,9 +116,6 @@ class Calibration:
             raise ConfigError(
                 "loss_plateau_fraction", self.loss_plateau_fraction, "a fraction in [0, 1]"
             )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 #: The paper's regime: 10 checkpoints, hacking runs peaking at 25-60 % of the

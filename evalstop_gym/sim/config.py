@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
@@ -124,10 +124,3 @@ class SimConfig:
 
     def make_scheduler(self) -> Scheduler:
         return make_scheduler(self.scheduler, **self.scheduler_options)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for k in ("workload", "calibration"):
-            v = getattr(self, k)
-            d[k] = v if isinstance(v, str) else v.name
-        return d
