@@ -20,6 +20,7 @@ META_NAME = "evalstop_gym.json"
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
+    """The metadata stored in a model file (``.zip`` may be left out of ``path``)."""
     p = Path(path)
     if not p.is_file() and p.with_suffix(".zip").is_file():
         p = p.with_suffix(".zip")
@@ -33,6 +34,7 @@ def read_meta(path: str | Path) -> dict[str, Any]:
 
 
 def write_meta(path: str | Path, meta: dict[str, Any]) -> None:
+    """Add ``meta`` to the SB3 zip at ``path`` as :data:`META_NAME`."""
     with zipfile.ZipFile(path, "a") as zf:
         zf.writestr(META_NAME, json.dumps(meta, indent=2, sort_keys=True))
 
@@ -56,6 +58,7 @@ class Learned:
     """
 
     def __init__(self, path: str | Path, deterministic: bool = True, label: str | None = None):
+        """Load the model and the observation space it was trained on."""
         self.path = str(path)
         self.meta = read_meta(path)
         self.algo = self.meta["algo"]
@@ -76,7 +79,7 @@ class Learned:
         self.name = label or self.meta.get("label") or f"Learned-{self.algo}"
 
     def reset(self) -> None:
-        pass
+        """Nothing to forget between episodes: the model is stateless."""
 
     def check_env(self, env: Any) -> None:
         """Refuse an environment whose observation is not the one the model was trained on."""
@@ -91,6 +94,7 @@ class Learned:
             )
 
     def act(self, obs: dict[str, np.ndarray]) -> int:
+        """The model's action (0 continue, 1 stop) on a Dict observation."""
         if tuple(k for k in obs) != self.obs_fields and set(obs) != set(self.obs_fields):
             raise ValueError(
                 f"{self.path} was trained on obs_fields={list(self.obs_fields)}, "
@@ -101,4 +105,5 @@ class Learned:
         return int(np.asarray(action).item())
 
     def __repr__(self) -> str:
+        """``Learned('models/dqn.zip')``."""
         return f"Learned({self.path!r})"

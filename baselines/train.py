@@ -147,11 +147,7 @@ def train(
     )
     seconds = time.perf_counter() - t0
     trained_steps = int(model.num_timesteps)
-    best = log_dir / "best_model.zip"
-    selected_best = keep_best and best.exists()
-    if selected_best:
-        model = _algo(algo).load(best, device="cpu")
-    model.save(out)
+    model, selected_best = _save_selected(model, algo, log_dir, keep_best, out)
     curve = _learning_curve(log_dir / "evaluations.npz")
     probe = EvalStopEnv(**env_kwargs)
     ref = _evalstop_reference(
@@ -179,6 +175,18 @@ def train(
     venv.close()
     eval_env.close()
     return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve, model)
+
+
+def _save_selected(
+    model: Any, algo: str, log_dir: Path, keep_best: bool, out: Path
+) -> tuple[Any, bool]:
+    """Save the best-evaluated model (if asked and evaluated) or the last one to ``out``."""
+    best = log_dir / "best_model.zip"
+    selected_best = keep_best and best.exists()
+    if selected_best:
+        model = _algo(algo).load(best, device="cpu")
+    model.save(out)
+    return model, selected_best
 
 
 #: Evaluation episodes are seeded this far from the training seed (and the test seeds).
@@ -387,6 +395,7 @@ def plot_learning_curves(
     path: Path,
     refs: dict[str, float] | None = None,
 ) -> Path:
+    """Plot evaluation return against timesteps per model, with reference lines; to ``path``."""
     from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
 
     fig = Figure(figsize=(7, 4), constrained_layout=True)
@@ -412,6 +421,7 @@ def plot_learning_curves(
 
 
 def add_train_parser(sub: Any) -> None:
+    """Add the ``train`` subcommand (every env argument a flag) to ``sub``."""
     t = sub.add_parser("train", help="train a learned stopper with Stable-Baselines3")
     t.add_argument("--algo", choices=ALGOS, default="ppo")
     t.add_argument(
@@ -451,6 +461,7 @@ def add_train_parser(sub: Any) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """``evalstop-gym train``: train, save, print the budget and learning curve."""
     res = train(
         args.out,
         algo=args.algo,

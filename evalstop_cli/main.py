@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from evalstop_experiments.experiments import EXPERIMENTS
+from evalstop_gym.parallel import BACKENDS
 
 from .envargs import add_env_arguments, env_kwargs_from_args
 
@@ -105,17 +107,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``evalstop-gym`` parser with every subcommand."""
-    ap = argparse.ArgumentParser(prog="evalstop-gym", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-
+def add_benchmark_parser(sub: Any) -> None:
+    """``benchmark``: the scripted stoppers on one setting (every env argument a flag)."""
     b = sub.add_parser("benchmark", help="the scripted stoppers on one setting, as a table")
     b.add_argument("--seeds", type=int, default=10, help="episodes per policy (default 10)")
     b.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     add_env_arguments(b)
     b.set_defaults(func=cmd_benchmark)
 
+
+def add_reproduce_parser(sub: Any) -> None:
+    """``reproduce``: the paper's experiments E1-E7."""
     r = sub.add_parser("reproduce", help="the paper's experiments E1-E7: CSV, REPORT.md, plots")
     r.add_argument("--quick", action="store_true", help="fewer seeds and jobs (about a minute)")
     r.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 50; quick 10)")
@@ -128,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"comma-separated subset of {','.join(EXPERIMENTS)} (default: all)",
     )
-    r.add_argument("--backend", choices=("local", "ray"), default="local")
+    r.add_argument("--backend", choices=BACKENDS, default="local")
     r.add_argument(
         "--workers", type=int, default=None, help="parallel workers (default: all cores)"
     )
@@ -147,23 +149,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.set_defaults(func=cmd_reproduce)
 
-    try:
-        from baselines.train import add_train_parser
-    except ImportError:  # pragma: no cover - the module ships with the package
-        add_train_parser = None
-    if add_train_parser is not None:
-        add_train_parser(sub)
-    try:
-        from evalstop_gym.corpus.generators.micro_rlhf.generate import (
-            add_arguments as add_curves_args,
-        )
-        from evalstop_gym.corpus.generators.micro_rlhf.generate import run as run_curves
-    except ImportError:
-        add_curves_args = None
-    if add_curves_args is not None:
-        c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
-        add_curves_args(c)
-        c.set_defaults(func=lambda a: run_curves(a) or 0)
+
+def add_curves_parser(sub: Any) -> None:
+    """``curves``: generate and fit real micro-RLHF training curves."""
+    from evalstop_gym.corpus.generators.micro_rlhf.generate import add_arguments, run
+
+    c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
+    add_arguments(c)
+    c.set_defaults(func=lambda a: run(a) or 0)
+
+
+def _add_train_parser(sub: Any) -> None:
+    from baselines.train import add_train_parser
+
+    add_train_parser(sub)
+
+
+#: Each subcommand's parser builder, in help order; a new subcommand appends its own.
+SUBCOMMANDS: list[Callable[[Any], None]] = [
+    add_benchmark_parser,
+    add_reproduce_parser,
+    _add_train_parser,
+    add_curves_parser,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``evalstop-gym`` parser with every subcommand of :data:`SUBCOMMANDS`."""
+    ap = argparse.ArgumentParser(prog="evalstop-gym", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
     return ap
 
 

@@ -140,24 +140,28 @@ def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
     return _save(fig, path)
 
 
+def _stops(env: Any, policy: Any, seed: int) -> dict[int, int]:
+    """Run one episode of ``policy``; the checkpoint at which it stopped each job it stopped."""
+    obs, _ = env.reset(seed=seed)
+    done = False
+    fired: dict[int, int] = {}
+    while not done:
+        jid = env.sim.pending_job_id
+        a = policy.act(obs)
+        if a:
+            fired[jid] = env.sim.jobs[jid].ckpt_done
+        obs, _, done, _, _ = env.step(a)
+    return fired
+
+
 def plot_example_curves(env_kwargs: dict[str, Any], seed: int, path: Path) -> Path:
     """Observed and true eval curves of a few hacking and healthy RLHF runs, with each stopper's stop."""
     from evalstop_gym.envs import EvalStopEnv
 
-    stops: list[tuple[PolicySpec, dict[int, int]]] = []
     env = EvalStopEnv(**env_kwargs)
-    for spec in (s for s in SCRIPTED if s.kind != NOSTOP.kind):
-        policy = spec.build()
-        obs, _ = env.reset(seed=seed)
-        done = False
-        fired: dict[int, int] = {}
-        while not done:
-            jid = env.sim.pending_job_id
-            a = policy.act(obs)
-            if a:
-                fired[jid] = env.sim.jobs[jid].ckpt_done
-            obs, _, done, _, _ = env.step(a)
-        stops.append((spec, fired))
+    stops = [
+        (spec, _stops(env, spec.build(), seed)) for spec in SCRIPTED if spec.kind != NOSTOP.kind
+    ]
     sim = env.sim
     b, c = sim.batch, sim.curves
     rl = np.flatnonzero(b.job_type == 2)

@@ -10,6 +10,7 @@ import evalstop_gym  # noqa: F401
 
 
 def main() -> None:
+    """Step a Gymnasium async vector env, then an SB3 SubprocVecEnv."""
     envs = gym.make_vec("EvalStop-v0", num_envs=4, vectorization_mode="async", n_jobs=50)
     obs, _ = envs.reset(seed=0)
     episodes = 0
