@@ -1,8 +1,6 @@
-"""``evalstop-gym train``: a learned stopper with Stable-Baselines3.
+"""A learned stopper with Stable-Baselines3 (the command line: ``evalstop_cli.train``).
 
-    evalstop-gym train --algo ppo --timesteps 200000 --out models/ppo.zip \\
-        --eval-noise 0.12 --obs-fields job_type,evals,consecutive_declines
-
+Hyperparameters and defaults come from the RL Zoo files ``hyperparams/<algo>.yml``.
 Vectorised training (``make_vec_env``, ``--n-envs``), ``Monitor`` with the
 episode metrics as info keywords, periodic evaluation (``EvalCallback``), a
 progress bar, TensorBoard logs when tensorboard is installed, fixed seeds.
@@ -11,11 +9,9 @@ The model file is SB3's zip plus the metadata :class:`baselines.Learned` needs.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import functools
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from evalstop_cli.envargs import add_env_arguments, env_kwargs_from_args
 from evalstop_gym.envs import EvalStopEnv
 
 from .learned import _algo, write_meta
@@ -418,70 +413,3 @@ def plot_learning_curves(
     ax.set_title("Learned stoppers: learning curves (periodic evaluation)")
     fig.savefig(path, dpi=110)
     return path
-
-
-def add_train_parser(sub: Any) -> None:
-    """Add the ``train`` subcommand (every env argument a flag) to ``sub``."""
-    t = sub.add_parser("train", help="train a learned stopper with Stable-Baselines3")
-    t.add_argument("--algo", choices=ALGOS, default="ppo")
-    t.add_argument(
-        "--timesteps",
-        type=int,
-        default=None,
-        help="training budget (default: n_timesteps of hyperparams/ALGO.yml)",
-    )
-    t.add_argument("--out", required=True, help="model file (.zip)")
-    t.add_argument(
-        "--n-envs", type=int, default=None, help="parallel envs (default: n_envs of the yml)"
-    )
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument(
-        "--policy",
-        choices=("multi", "mlp"),
-        default="multi",
-        help="MultiInputPolicy on the Dict, or MlpPolicy on FlattenObservation",
-    )
-    t.add_argument("--eval-freq", type=int, default=20_000, help="timesteps between evaluations")
-    t.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
-    t.add_argument(
-        "--tensorboard", default=None, help="TensorBoard log dir (default: OUT/tb if installed)"
-    )
-    t.add_argument("--no-progress", action="store_true")
-    t.add_argument(
-        "--last", action="store_true", help="save the last model, not the best-evaluated one"
-    )
-    t.add_argument(
-        "--hyperparams",
-        type=json.loads,
-        default=None,
-        help="JSON overrides, e.g. '{\"gamma\": 0.99}'",
-    )
-    add_env_arguments(t)
-    t.set_defaults(func=cmd_train)
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    """``evalstop-gym train``: train, save, print the budget and learning curve."""
-    res = train(
-        args.out,
-        algo=args.algo,
-        timesteps=args.timesteps,
-        n_envs=args.n_envs,
-        seed=args.seed,
-        policy=args.policy,
-        env_kwargs=env_kwargs_from_args(args),
-        eval_freq=args.eval_freq,
-        progress=not args.no_progress,
-        tensorboard=args.tensorboard,
-        subproc=args.subproc,
-        hyperparams=args.hyperparams,
-        keep_best=not args.last,
-    )
-    print(
-        f"saved {res.path}: {res.timesteps} steps in {res.seconds:.1f} s "
-        f"({res.steps_per_second:.0f} steps/s)"
-    )
-    if res.learning_curve:
-        print("learning curve (timesteps, mean eval return):")
-        print(json.dumps([(t, round(m, 3)) for t, m, _ in res.learning_curve]))
-    return 0

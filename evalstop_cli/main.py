@@ -18,6 +18,7 @@ from evalstop_experiments.experiments import EXPERIMENTS
 from evalstop_gym.parallel import BACKENDS
 
 from .envargs import add_env_arguments, env_kwargs_from_args
+from .train import add_train_parser
 
 
 def _table(title: str, summary: list[dict[str, Any]]) -> None:
@@ -159,17 +160,11 @@ def add_curves_parser(sub: Any) -> None:
     c.set_defaults(func=lambda a: run(a) or 0)
 
 
-def _add_train_parser(sub: Any) -> None:
-    from baselines.train import add_train_parser
-
-    add_train_parser(sub)
-
-
 #: Each subcommand's parser builder, in help order; a new subcommand appends its own.
 SUBCOMMANDS: list[Callable[[Any], None]] = [
     add_benchmark_parser,
     add_reproduce_parser,
-    _add_train_parser,
+    add_train_parser,
     add_curves_parser,
 ]
 

@@ -57,3 +57,21 @@ def test_imports_and_plots_keep_the_users_matplotlib_backend() -> None:
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "clean"
+
+
+@pytest.mark.parametrize(
+    ("package", "never"),
+    [
+        ("evalstop_gym", ("baselines", "evalstop_experiments", "evalstop_cli", "torch")),
+        ("baselines.train", ("evalstop_experiments", "evalstop_cli", "torch")),
+        ("evalstop_experiments.reproduce", ("evalstop_cli", "torch")),
+    ],
+)
+def test_dependencies_go_one_way(package: str, never: tuple[str, ...]) -> None:
+    code = (
+        f"import sys, {package}; "
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({never!r})))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"

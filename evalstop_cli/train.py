@@ -1,0 +1,84 @@
+"""``evalstop-gym train``: the command line of :func:`baselines.train.train`.
+
+    evalstop-gym train --algo dqn --timesteps 300000 --out models/dqn.zip \\
+        --eval-noise 0.12 --obs-fields job_type,evals,consecutive_declines
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from baselines.train import ALGOS
+
+from .envargs import add_env_arguments, env_kwargs_from_args
+
+
+def add_train_parser(sub: Any) -> None:
+    """Add the ``train`` subcommand (every env argument a flag) to ``sub``."""
+    t = sub.add_parser("train", help="train a learned stopper with Stable-Baselines3")
+    t.add_argument("--algo", choices=ALGOS, default="ppo")
+    t.add_argument(
+        "--timesteps",
+        type=int,
+        default=None,
+        help="training budget (default: n_timesteps of hyperparams/ALGO.yml)",
+    )
+    t.add_argument("--out", required=True, help="model file (.zip)")
+    t.add_argument(
+        "--n-envs", type=int, default=None, help="parallel envs (default: n_envs of the yml)"
+    )
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--policy",
+        choices=("multi", "mlp"),
+        default="multi",
+        help="MultiInputPolicy on the Dict, or MlpPolicy on FlattenObservation",
+    )
+    t.add_argument("--eval-freq", type=int, default=20_000, help="timesteps between evaluations")
+    t.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
+    t.add_argument(
+        "--tensorboard", default=None, help="TensorBoard log dir (default: OUT/tb if installed)"
+    )
+    t.add_argument("--no-progress", action="store_true")
+    t.add_argument(
+        "--last", action="store_true", help="save the last model, not the best-evaluated one"
+    )
+    t.add_argument(
+        "--hyperparams",
+        type=json.loads,
+        default=None,
+        help="JSON overrides, e.g. '{\"gamma\": 0.99}'",
+    )
+    add_env_arguments(t)
+    t.set_defaults(func=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``evalstop-gym train``: train, save, print the budget and learning curve."""
+    from baselines.train import train
+
+    res = train(
+        args.out,
+        algo=args.algo,
+        timesteps=args.timesteps,
+        n_envs=args.n_envs,
+        seed=args.seed,
+        policy=args.policy,
+        env_kwargs=env_kwargs_from_args(args),
+        eval_freq=args.eval_freq,
+        progress=not args.no_progress,
+        tensorboard=args.tensorboard,
+        subproc=args.subproc,
+        hyperparams=args.hyperparams,
+        keep_best=not args.last,
+    )
+    print(
+        f"saved {res.path}: {res.timesteps} steps in {res.seconds:.1f} s "
+        f"({res.steps_per_second:.0f} steps/s)"
+    )
+    if res.learning_curve:
+        print("learning curve (timesteps, mean eval return):")
+        print(json.dumps([(t, round(m, 3)) for t, m, _ in res.learning_curve]))
+    return 0
