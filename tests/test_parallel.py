@@ -50,10 +50,8 @@ def test_pool_workers_are_other_processes_with_the_worker_environment() -> None:
 
 def test_progress_is_called_once_per_result_after_it_is_taken() -> None:
     calls: list[int] = []
-    taken = 0
-    for _ in Executor(workers=2).imap(square, range(7), progress=calls.append):
-        taken += 1
-        assert len(calls) == taken - 1  # the callback follows the result, never precedes it
+    for taken, _ in enumerate(Executor(workers=2).imap(square, range(7), progress=calls.append)):
+        assert len(calls) == taken  # the callback follows the result, never precedes it
     assert calls == [1] * 7
 
 
