@@ -217,6 +217,8 @@ def reproduce(
     """
     t0 = time.perf_counter()
     out = Path(out)
+    if options is not None and kwargs:
+        raise TypeError(f"give either options or keyword options, not both: {sorted(kwargs)}")
     opts = options or ReproduceOptions(**kwargs)
     _check_experiments(opts)
     plan = Plan()
