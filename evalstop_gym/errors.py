@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 
-class ConfigError(ValueError):
+
+class EvalStopError(ValueError):
+    """Base of the package's own errors for bad input (configuration or files).
+
+    Catch this to handle any malformed input the package reports; anything else
+    escaping the package on bad input is a bug.
+    """
+
+
+class ConfigError(EvalStopError):
     """A configuration value is outside what the simulator accepts."""
 
     def __init__(self, field: str, value: Any, allowed: str) -> None:
@@ -19,7 +29,7 @@ class ConfigError(ValueError):
         super().__init__(f"{field}={value!r} is not allowed: {allowed}")
 
 
-class TraceError(ValueError):
+class TraceError(EvalStopError):
     """A row of a cluster-trace CSV cannot be read."""
 
     def __init__(self, path: str, line: int, field: str, message: str) -> None:
@@ -27,3 +37,22 @@ class TraceError(ValueError):
         self.line = line
         self.field = field
         super().__init__(f"{path}, line {line}, field {field!r}: {message}")
+
+
+def is_integer(value: Any) -> bool:
+    """True for a Python or NumPy integer; False for a bool (``True`` is not a GPU count)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def is_real(value: Any) -> bool:
+    """True for a Python or NumPy integer or float; False for a bool or anything else."""
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
+
+
+def check_real(field: str, value: Any, lo: float, hi: float, what: str = "a number") -> float:
+    """``value`` as a float if it is a real number in [lo, hi], else :class:`ConfigError`."""
+    if not is_real(value) or not lo <= value <= hi:
+        raise ConfigError(field, value, f"{what} in [{lo:g}, {hi:g}]")
+    return float(value)

@@ -13,7 +13,7 @@ field       required  meaning
 ==========  ========  ==========================================================================
 run_id      yes       non-empty string naming the run
 step        yes       non-negative integer optimiser step of the checkpoint
-eval        yes       finite number: the measured (noisy) eval score the stopper observes
+eval        yes       number: the measured (noisy) eval score the stopper observes
 loss        yes       finite number: the training loss at that checkpoint
 proxy       no        finite number: proxy reward (reward-model score) of the policy
 kl          no        finite number >= 0: KL(policy || initial policy), nats per sequence
@@ -22,7 +22,9 @@ label       no        ``"hacking"``, ``"healthy"``, ``true`` (= hacking), ``fals
 meta        no        JSON object of run-level information (hyperparameters, source)
 ==========  ========  ==========================================================================
 
-An optional field is present on every line of a run or on none of them; ``label`` must be the same
+Numbers are finite with magnitude at most 1e9 (``MAX_ABS_VALUE``); steps are at most 1e15. Files are
+UTF-8 (a byte-order mark is accepted). An optional field is present on every line of a run or on
+none of them; ``label`` must be the same
 on every line that carries it; ``meta`` is written on a run's first line and, if repeated, must be
 identical. Non-finite numbers (``NaN``, ``Infinity``) are rejected. Example::
 
@@ -49,7 +51,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,13 +58,22 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import EvalStopError
+from ..fileio import atomic_open, utf8_error_line
+
 __all__ = ["CurveTrace", "CurveTraceError", "read_traces", "write_traces"]
 
 _OPTIONAL_SERIES = ("proxy", "kl", "gold")
+#: Largest magnitude of a curve value.  Eval, gold, loss, proxy and KL of real runs are many
+#: orders of magnitude below; a larger value (1e308) is a corrupt file, and would turn the
+#: simulator's rescaled curves and rewards into inf and NaN.
+MAX_ABS_VALUE = 1e9
+#: Largest optimiser step (steps are stored as int64).
+MAX_STEP = 10**15
 _LABEL_VALUES = {"hacking": True, "healthy": False, True: True, False: False}
 
 
-class CurveTraceError(ValueError):
+class CurveTraceError(EvalStopError):
     """A malformed curve file or trace; the message names file, line, field and what is allowed."""
 
 
@@ -118,6 +128,8 @@ class CurveTrace:
                 raise CurveTraceError(f"{where}: field 'step' must hold integers")
         elif step.dtype.kind not in "iu":
             raise CurveTraceError(f"{where}: field 'step' must hold integers")
+        if np.any(step > MAX_STEP):
+            raise CurveTraceError(f"{where}: field 'step' must be <= {MAX_STEP}")
         step = step.astype(np.int64)
         if step[0] < 0 or np.any(np.diff(step) <= 0):
             raise CurveTraceError(
@@ -136,8 +148,10 @@ class CurveTrace:
                 raise CurveTraceError(
                     f"{where}: field {name!r} has shape {arr.shape}, expected {step.shape}"
                 )
-            if not np.all(np.isfinite(arr)):
-                raise CurveTraceError(f"{where}: field {name!r} must be finite")
+            if not np.all(np.abs(arr) <= MAX_ABS_VALUE):  # also rejects NaN and inf
+                raise CurveTraceError(
+                    f"{where}: field {name!r} must be finite, of magnitude <= {MAX_ABS_VALUE:g}"
+                )
             if name == "kl" and np.any(arr < 0):
                 raise CurveTraceError(f"{where}: field 'kl' must be >= 0")
             arr.setflags(write=False)
@@ -208,43 +222,50 @@ def write_traces(traces: Iterable[CurveTrace], path: str | os.PathLike[str]) -> 
         CurveTraceError: Duplicate run ids or a ``meta`` that is not JSON-serialisable.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for trace in traces:
-                if trace.run_id in seen:
-                    raise CurveTraceError(f"{path}: duplicate run_id {trace.run_id!r}")
-                seen.add(trace.run_id)
-                try:
-                    for line in _trace_lines(trace):
-                        fh.write(line + "\n")
-                except (TypeError, ValueError) as exc:
-                    raise CurveTraceError(
-                        f"{path}: run {trace.run_id!r} field 'meta' is not JSON-serialisable: {exc}"
-                    ) from exc
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "w") as fh:
+        for trace in traces:
+            if trace.run_id in seen:
+                raise CurveTraceError(f"{path}: duplicate run_id {trace.run_id!r}")
+            seen.add(trace.run_id)
+            try:
+                for line in _trace_lines(trace):
+                    fh.write(line + "\n")
+            except (TypeError, ValueError) as exc:
+                raise CurveTraceError(
+                    f"{path}: run {trace.run_id!r} field 'meta' is not JSON-serialisable: {exc}"
+                ) from exc
+
+
+def as_bounded_number(value: Any, *, integer: bool = False) -> float | int | None:
+    """``value`` as a float (an int if ``integer``) if it is a bounded real number, else None.
+
+    Bounded: finite and of magnitude <= :data:`MAX_ABS_VALUE` (steps: 0 to :data:`MAX_STEP`).
+    Bools are not numbers here; integers too large for a float are refused, not overflowed.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if integer:
+        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+            return None
+        return int(value) if 0 <= value <= MAX_STEP else None
+    return float(value) if -MAX_ABS_VALUE <= value <= MAX_ABS_VALUE else None
 
 
 def _number(value: Any, path: Any, line: int, name: str, *, integer: bool = False) -> float:
-    """Check a JSON value is a finite number (an integer if asked) and return it."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if ok and not math.isfinite(value):
-        ok = False
-    if ok and integer and not float(value).is_integer():
-        ok = False
-    if not ok:
-        allowed = "a non-negative integer" if integer else "a finite number"
-        raise CurveTraceError(
-            f"{_where(path, line)}: field {name!r}: expected {allowed}, got {value!r}"
+    """Check a JSON value is a bounded number (an integer if asked) and return it."""
+    number = as_bounded_number(value, integer=integer)
+    if number is None:
+        allowed = (
+            f"an integer in [0, {MAX_STEP}]"
+            if integer
+            else f"a finite number of magnitude <= {MAX_ABS_VALUE:g}"
         )
-    return int(value) if integer else float(value)
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise CurveTraceError(
+            f"{_where(path, line)}: field {name!r}: expected {allowed}, got {shown}"
+        )
+    return number
 
 
 def _parse_label(value: Any, path: Any, line: int) -> bool | None:
@@ -258,35 +279,55 @@ def _parse_label(value: Any, path: Any, line: int) -> bool | None:
     )
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line number, object) for every non-blank line of a JSONL file."""
+def _parse_json(text: str, where: str) -> Any:
+    """``json.loads`` whose every failure is a :class:`CurveTraceError` naming ``where``."""
     try:
-        fh = path.open(encoding="utf-8")
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CurveTraceError(
+            f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
+            "each line must be one JSON object"
+        ) from None
+    except RecursionError:
+        raise CurveTraceError(f"{where}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise CurveTraceError(f"{where}: not valid JSON ({exc})") from None
+
+
+def read_text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, text) of a UTF-8 file (BOM accepted); errors name the line."""
+    try:
+        fh = path.open(encoding="utf-8-sig")
     except OSError as exc:
         raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
     with fh:
-        for lineno, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise CurveTraceError(
-                    f"{_where(path, lineno)}: not valid JSON ({exc.msg} at column {exc.colno}); "
-                    "each line must be one JSON object"
-                ) from None
-            if not isinstance(obj, dict):
-                raise CurveTraceError(
-                    f"{_where(path, lineno)}: expected a JSON object, got {type(obj).__name__}"
-                )
-            yield lineno, obj
+        try:
+            yield from enumerate(fh, start=1)
+        except UnicodeDecodeError as exc:
+            line, msg = utf8_error_line(path, exc)
+            raise CurveTraceError(f"{_where(path, line)}: {msg}") from None
 
 
-def read_traces(path: str | os.PathLike[str]) -> list[CurveTrace]:
+def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line number, object) for every non-blank line of a JSONL file."""
+    for lineno, text in read_text_lines(path):
+        if not text.strip():
+            continue
+        obj = _parse_json(text, _where(path, lineno))
+        if not isinstance(obj, dict):
+            raise CurveTraceError(
+                f"{_where(path, lineno)}: expected a JSON object, got {type(obj).__name__}"
+            )
+        yield lineno, obj
+
+
+def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> list[CurveTrace]:
     """Read a JSONL trace file written by :func:`write_traces` (or by hand, see module doc).
 
     Args:
         path: The JSONL file.
+        min_checkpoints: Refuse a run with fewer checkpoints (the simulator needs 2: a run
+            is resampled onto a job's checkpoints by its progress, step / last step).
 
     Returns:
         The traces, in order of first appearance of their run id.
@@ -373,6 +414,12 @@ def read_traces(path: str | os.PathLike[str]) -> list[CurveTrace]:
             run["optional"][name].append(value)
     if not runs:
         raise CurveTraceError(f"{path}: no checkpoints (the file is empty)")
+    for run_id, run in runs.items():
+        if len(run["cols"]["step"]) < min_checkpoints:
+            raise CurveTraceError(
+                f"{_where(path, run['first_line'])}: run {run_id!r} has "
+                f"{len(run['cols']['step'])} checkpoint(s); at least {min_checkpoints} are needed"
+            )
     return [
         CurveTrace(
             run_id=run_id,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,8 +15,18 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import utf8_error_line
 from .analysis import label_hacking
-from .format import CurveTrace, CurveTraceError, _json_lines, _where
+from .format import (
+    MAX_ABS_VALUE,
+    MAX_STEP,
+    CurveTrace,
+    CurveTraceError,
+    _json_lines,
+    _parse_json,
+    _where,
+    as_bounded_number,
+)
 
 # --------------------------------------------------------------------------------------------
 # Loaders for other tools' logs
@@ -67,22 +76,7 @@ def _build_from_records(
         for role, key in [("eval", eval_key), *wanted.items()]:
             if key is None or key not in rec or rec[key] is None or rec[key] == "":
                 continue
-            value = rec[key]
-            if isinstance(value, str):
-                try:
-                    value = float(value)
-                except ValueError:
-                    raise CurveTraceError(
-                        f"{loc(pos)}: field {key!r}: expected a finite number, got {value!r}"
-                    ) from None
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise CurveTraceError(
-                    f"{loc(pos)}: field {key!r}: expected a finite number, got {value!r}"
-                )
-            if not math.isfinite(value):
-                raise CurveTraceError(
-                    f"{loc(pos)}: field {key!r}: expected a finite number, got {value!r}"
-                )
+            value = _metric_value(rec[key], f"{loc(pos)}: field {key!r}")
             if role == "kl" and value < 0:
                 raise CurveTraceError(
                     f"{loc(pos)}: field {key!r}: expected a number >= 0, got {value!r}"
@@ -125,6 +119,22 @@ def _build_from_records(
     )
 
 
+def _metric_value(value: Any, where: str) -> float:
+    """A logged metric (a JSON number or a CSV cell) as a bounded float, or CurveTraceError."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+    number = as_bounded_number(value)
+    if number is None:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise CurveTraceError(
+            f"{where}: expected a finite number of magnitude <= {MAX_ABS_VALUE:g}, got {shown}"
+        )
+    return float(number)
+
+
 def _default_run_id(path: Path) -> str:
     # HF writes trainer_state.json into output_dir/checkpoint-N/: the run is the output dir.
     parent = path.resolve().parent
@@ -134,22 +144,20 @@ def _default_run_id(path: Path) -> str:
 
 
 def _step_of(value: Any, path: Path, where: str, key: str) -> int:
+    """A logged step (a JSON number or a CSV cell) as an int in [0, MAX_STEP], or CurveTraceError."""
     if isinstance(value, str):
         try:
             value = float(value)
         except ValueError:
             value = None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not float(value).is_integer()
-        or value < 0
-    ):
+    step = as_bounded_number(value, integer=True)
+    if step is None:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
         raise CurveTraceError(
-            f"{path}: {where}: field {key!r}: expected a non-negative integer step, got {value!r}"
+            f"{path}: {where}: field {key!r}: expected an integer step in [0, {MAX_STEP}], "
+            f"got {shown}"
         )
-    return int(value)
+    return int(step)
 
 
 def load_trl_trainer_state(
@@ -189,15 +197,20 @@ def load_trl_trainer_state(
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is accepted
     except OSError as exc:
         raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        line, msg = utf8_error_line(path, exc)
+        raise CurveTraceError(f"{_where(path, line)}: {msg}") from None
     try:
         state = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CurveTraceError(
             f"{_where(path, exc.lineno)}: not valid JSON ({exc.msg} at column {exc.colno})"
         ) from None
+    except (RecursionError, ValueError):
+        state = _parse_json(text, str(path))  # raises the same error with the file named
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
         raise CurveTraceError(
             f"{path}: field 'log_history': expected a top-level object with a 'log_history' list"
@@ -222,6 +235,45 @@ def load_trl_trainer_state(
         run_id=run_id or _default_run_id(path),
         meta={"source": "trl", "path": str(path)},
     )
+
+
+def _openrlhf_csv_records(path: Path, step_in: Any) -> list[tuple[int, int, Mapping[str, Any]]]:
+    """(line, step, row) of each non-blank CSV row; malformed rows raise CurveTraceError."""
+    records: list[tuple[int, int, Mapping[str, Any]]] = []
+    try:
+        fh = path.open(encoding="utf-8-sig", newline="")  # a byte-order mark is accepted
+    except OSError as exc:
+        raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
+    with fh:
+        reader = csv.DictReader(fh)
+        try:
+            if not reader.fieldnames:
+                raise CurveTraceError(f"{_where(path, 1)}: missing CSV header row")
+            for row in reader:
+                # line_num counts physical lines read so far, i.e. this row's (last) line.
+                lineno = reader.line_num
+                if None in row:
+                    raise CurveTraceError(
+                        f"{_where(path, lineno)}: {len(row[None])} more cells than the "
+                        f"{len(reader.fieldnames)} header columns"
+                    )
+                if any(v is None for v in row.values()):
+                    raise CurveTraceError(
+                        f"{_where(path, lineno)}: fewer cells than the "
+                        f"{len(reader.fieldnames)} header columns"
+                    )
+                if not any(v.strip() for v in row.values()):
+                    continue
+                records.append((lineno, step_in(lineno, row), row))
+        except UnicodeDecodeError as exc:
+            line, msg = utf8_error_line(path, exc)
+            raise CurveTraceError(f"{_where(path, line)}: {msg}") from None
+        except csv.Error as exc:  # a field over csv.field_size_limit(), a NUL byte
+            raise CurveTraceError(
+                f"{_where(path, reader.line_num)}: not a valid CSV row ({exc}); fields may hold "
+                f"at most {csv.field_size_limit()} characters"
+            ) from None
+    return records
 
 
 _OPENRLHF_STEP_KEYS = ("global_step", "step", "train/global_step", "eval/global_step")
@@ -283,30 +335,7 @@ def load_openrlhf_log(
         for lineno, obj in _json_lines(path):
             records.append((lineno, step_in(lineno, obj), obj))
     else:
-        try:
-            fh = path.open(encoding="utf-8", newline="")
-        except OSError as exc:
-            raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
-        with fh:
-            reader = csv.DictReader(fh)
-            if not reader.fieldnames:
-                raise CurveTraceError(f"{_where(path, 1)}: missing CSV header row")
-            for row in reader:
-                # line_num counts physical lines read so far, i.e. this row's (last) line.
-                lineno = reader.line_num
-                if None in row:
-                    raise CurveTraceError(
-                        f"{_where(path, lineno)}: {len(row[None])} more cells than the "
-                        f"{len(reader.fieldnames)} header columns"
-                    )
-                if any(v is None for v in row.values()):
-                    raise CurveTraceError(
-                        f"{_where(path, lineno)}: fewer cells than the "
-                        f"{len(reader.fieldnames)} header columns"
-                    )
-                if not any(v.strip() for v in row.values()):
-                    continue
-                records.append((lineno, step_in(lineno, row), row))
+        records = _openrlhf_csv_records(path, step_in)
     return _build_from_records(
         path,
         records,

@@ -8,13 +8,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..errors import ConfigError
+from ..errors import ConfigError, check_real
 from ..sim.boundary import BOUNDARY_FIELDS, JobView
 from ..sim.config import SimConfig
 from ..sim.engine import Simulator
 from ..sim.workloads import JOB_TYPES
 
 REWARD_MODES: tuple[str, ...] = ("utility", "system")
+REWARD_TIMINGS: tuple[str, ...] = ("dense", "delayed")
+#: Upper bound of gpu_hour_price, time_cost and quality_weight: every reward stays finite
+#: for any cluster and trace SimConfig accepts.
+MAX_REWARD_WEIGHT = 1e3
 _EVAL_BOUND = 10.0
 _LOSS_BOUND = 10.0
 _ONE_HOT = np.eye(len(JOB_TYPES), dtype=np.float32)
@@ -24,14 +28,15 @@ def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tu
     """Validate ``obs_fields`` (a list or a comma-separated string) in whitelist order."""
     if obs_fields is None:
         return BOUNDARY_FIELDS
+    given = obs_fields
     if isinstance(obs_fields, str):
         obs_fields = [f.strip() for f in obs_fields.split(",") if f.strip()]
-    fields = list(obs_fields)
-    unknown = [f for f in fields if f not in BOUNDARY_FIELDS]
+    fields = list(obs_fields) if isinstance(obs_fields, list | tuple) else []
+    unknown = [f for f in fields if not isinstance(f, str) or f not in BOUNDARY_FIELDS]
     if unknown or not fields or len(set(fields)) != len(fields):
         raise ConfigError(
             "obs_fields",
-            obs_fields,
+            given,
             f"a non-empty subset, without repeats, of the boundary fields {list(BOUNDARY_FIELDS)}",
         )
     return tuple(f for f in BOUNDARY_FIELDS if f in fields)
@@ -71,6 +76,19 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     Hidden and never observed (nor in a step's `info`): the hack label, the true
     peak, the true duration, the noise-free curve.
 
+    Two things a policy can still infer, by design or by necessity:
+
+    * `info["time_h"]` is the cluster clock.  With checkpoints evenly spaced in
+      time, K times the gap between two consecutive checkpoints of a running
+      job is its true duration.  The calibration's `step_time_jitter` (a
+      log-sd; 0 in `paper` and `realistic`, so their figures do not move)
+      spreads each job's checkpoints unevenly in time, keeping its total run
+      time, so one gap no longer gives the duration.
+    * Without `progress` in `obs_fields`, the number of filled slots of the
+      `evals` window (its mask) still counts the checkpoints done, i.e. the
+      progress, until the window is full.  This is inherent in observing eval
+      scores: a policy that sees a job's evals knows how many it has seen.
+
     ## Rewards
 
     `reward="utility"` (default), per job: delivered true quality minus a price on
@@ -89,6 +107,19 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     V_{i+1} - V_i at decision i: exact, immediate per-job credit, with zero
     reward for a job left alone, while the observation holds only the past.
     `price` is `gpu_hour_price` (per GPU-hour, in eval-score units).
+
+    **The dense utility reward leaks the next checkpoint.**  The reward of a
+    "continue" is computed from the noise-free *next* checkpoint: it tells a
+    learner, before the agent could know it, whether the next eval will be a
+    new best (when it is not, the reward is exactly -price * GPUs * T / K).  It
+    is a training signal (exact credit assignment), never information a
+    deployed stopper has: a policy that conditions on past rewards can learn
+    the hack label from them.  `reward_timing="delayed"` removes the leak: a
+    step's reward is the sum of V_end - V_1 of the jobs that *left the cluster*
+    (finished or stopped) since the previous step, so the episode return is the
+    same closed form as the dense mode, but each job is paid only when its
+    outcome is settled.  (With `step_time_jitter`, T / K above is the job's own
+    first interval, T x f_1, and an interval costs its own share of T.)
 
     `reward="system"`: time in system plus quality (park/Decima style).  The
     reward of a step is `-time_cost * (integral of jobs in system dt)` over the
@@ -116,7 +147,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              n_jobs=None, load=None, eval_noise=None, hack_fraction=None,
              eval_window=None, obs_fields=None, reward="utility",
              trace=None, trace_cluster=None, calibration="paper", curves=None,
-             gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None)
+             gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
+             reward_timing="dense")
     ```
 
     `workload`: `heavy-rlhf`, `balanced` or `light-rlhf`.  `scheduler`: `fifo`,
@@ -127,6 +159,13 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     comma-separated string of boundary fields.  `calibration`: `paper` or
     `realistic` (see docs/CALIBRATION.md).  `curves`: a curve-trace corpus (JSONL,
     docs/CURVE_TRACES.md) whose real runs replace the synthetic RLHF curves.
+    `reward_timing`: `dense` (default; the utility paid decision by decision)
+    or `delayed` (each job's utility paid when it leaves the cluster; utility
+    mode only).  Bounds: `num_gpus` 1 to 100,000, `n_jobs` 1 to 1,000,000,
+    `load` 0.001 to 1000, `eval_noise` 0 to 10, `eval_window` 1 to K,
+    `gpu_hour_price`, `time_cost`, `quality_weight` 0 to 1000; integers may be
+    NumPy integers, never bools.  Anything else raises `ConfigError` naming the
+    argument, the value and what is allowed.
 
     ## Example
 
@@ -169,6 +208,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         time_cost: float = 0.01,
         quality_weight: float = 1.0,
         render_mode: str | None = None,
+        reward_timing: str = "dense",
     ) -> None:
         self.config = SimConfig(
             num_gpus=num_gpus,
@@ -184,23 +224,31 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             eval_window=eval_window,
             curves=curves,
         )
-        if reward not in REWARD_MODES:
+        if not isinstance(reward, str) or reward not in REWARD_MODES:
             raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")
-        for name, value in (
-            ("gpu_hour_price", gpu_hour_price),
-            ("time_cost", time_cost),
-            ("quality_weight", quality_weight),
+        if not isinstance(reward_timing, str) or reward_timing not in REWARD_TIMINGS:
+            raise ConfigError("reward_timing", reward_timing, f"one of {list(REWARD_TIMINGS)}")
+        if reward_timing == "delayed" and reward != "utility":
+            raise ConfigError(
+                "reward_timing", reward_timing, "'dense' with reward='system' (paid as time passes)"
+            )
+        weights = [
+            check_real(name, value, 0.0, MAX_REWARD_WEIGHT)
+            for name, value in (
+                ("gpu_hour_price", gpu_hour_price),
+                ("time_cost", time_cost),
+                ("quality_weight", quality_weight),
+            )
+        ]
+        if render_mode is not None and (
+            not isinstance(render_mode, str) or render_mode not in self.metadata["render_modes"]
         ):
-            if not isinstance(value, int | float) or not value >= 0 or not np.isfinite(value):
-                raise ConfigError(name, value, "a finite number >= 0")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 "render_mode", render_mode, f"None or {self.metadata['render_modes']}"
             )
         self.reward_mode = reward
-        self.gpu_hour_price = float(gpu_hour_price)
-        self.time_cost = float(time_cost)
-        self.quality_weight = float(quality_weight)
+        self.reward_timing = reward_timing
+        self.gpu_hour_price, self.time_cost, self.quality_weight = weights
         self.render_mode = render_mode
         self.obs_fields = parse_obs_fields(obs_fields)
         self.window = self.config.resolved_eval_window()
@@ -254,11 +302,14 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             raise RuntimeError("step() called after the episode ended: call env.reset()")
         stop = self._parse_action(action)
         job = sim._pending
-        reward = self._utility_reward(job, stop) if self.reward_mode == "utility" else 0.0
+        dense = self.reward_mode == "utility" and self.reward_timing == "dense"
+        reward = self._utility_reward(job, stop) if dense else 0.0
         sim.decide(stop)
         self._view = sim.advance()
         if self.reward_mode == "system":
             reward = self._collect_system_reward()
+        elif not dense:
+            reward = self._collect_delayed_utility()
         terminated = self._view is None
         info = self._info()
         if terminated:
@@ -326,7 +377,36 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         else:
             q1 = true[i] if job.obs_eval[i] > job.obs_eval[best] else true[best]
         gain = q1 - true[best]
-        cost = self.gpu_hour_price * job.gpus * job.duration / job.n_ckpt
+        if self.sim.step_frac is None:
+            cost = self.gpu_hour_price * job.gpus * job.duration / job.n_ckpt
+        else:  # step-time jitter: this interval's own share of the run
+            frac = self.sim.step_frac[job.jid]
+            cost = self.gpu_hour_price * job.gpus * job.duration * (frac[i] - frac[i - 1])
+        self._return_parts["quality"] += gain
+        self._return_parts["gpu_cost"] -= cost
+        return gain - cost
+
+    def _newly_finished(self) -> list[int]:
+        """Ids of the jobs that left the cluster since the last call."""
+        order = self.sim.finished_order
+        new = order[self._n_delivered :]
+        self._n_delivered = len(order)
+        return new
+
+    def _collect_delayed_utility(self) -> float:
+        """``reward_timing="delayed"``: each job that left pays its whole V_end - V_1 now.
+
+        The same per-job sum the dense reward pays over the job's decisions (the class
+        docstring's closed form), paid once the job is finished or stopped, so no reward
+        depends on a checkpoint the agent has not yet observed.
+        """
+        sim = self.sim
+        gain = cost = 0.0
+        for jid in self._newly_finished():
+            job, true = sim.jobs[jid], self._true[jid]
+            gain += true[job.delivered] - true[0]
+            first = job.duration * sim.work_fraction(jid, 1)
+            cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
         self._return_parts["quality"] += gain
         self._return_parts["gpu_cost"] -= cost
         return gain - cost
@@ -337,10 +417,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         area = sim.jobs_area - self._last_jobs_area
         self._last_jobs_area = sim.jobs_area
         quality = 0.0
-        order = sim.finished_order
-        for jid in order[self._n_delivered :]:
+        for jid in self._newly_finished():
             quality += self._true[jid][sim.jobs[jid].delivered]
-        self._n_delivered = len(order)
         self._return_parts["time_in_system"] -= self.time_cost * area
         self._return_parts["quality"] += self.quality_weight * quality
         return -self.time_cost * area + self.quality_weight * quality

@@ -70,6 +70,10 @@ class Calibration:
         loss_plateau_at: Progress at which a plateauing job's loss stops falling.
         loss_noise: Standard deviation of the observed training-loss noise.
         proxy_amplitude: Gain of the proxy (reward-model) score over a run.
+        step_time_jitter: Log-sd of a per-job, per-interval factor on the time between two
+            checkpoints (0: evenly spaced in time).  With jitter > 0 the gaps a policy can read
+            from ``info["time_h"]`` no longer give the job's true duration as K x one gap;
+            the intervals are rescaled so that the job's total run time is unchanged.
     """
 
     name: str
@@ -89,6 +93,7 @@ class Calibration:
     loss_plateau_at: Range = (0.3, 0.6)
     loss_noise: float = 0.003
     proxy_amplitude: Range = (0.8, 1.2)
+    step_time_jitter: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.evals_per_job, int) or self.evals_per_job < 2:
@@ -110,8 +115,11 @@ class Calibration:
         _check_range("proxy_amplitude", self.proxy_amplitude, 0.0)
         for field in ("eval_noise", "loss_noise"):
             v = getattr(self, field)
-            if not isinstance(v, int | float) or v < 0:
-                raise ConfigError(field, v, "a number >= 0")
+            if not isinstance(v, int | float) or not 0 <= v <= 10:
+                raise ConfigError(field, v, "a number in [0, 10]")
+        v = self.step_time_jitter
+        if not isinstance(v, int | float) or not 0 <= v <= 2:
+            raise ConfigError("step_time_jitter", v, "a log-sd in [0, 2] (0: no jitter)")
         if not 0.0 <= self.loss_plateau_fraction <= 1.0:
             raise ConfigError(
                 "loss_plateau_fraction", self.loss_plateau_fraction, "a fraction in [0, 1]"

@@ -6,19 +6,36 @@ allowed, before any job is simulated.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
+import numpy as np
+
+from ..errors import ConfigError, check_real, is_integer
 from .calibration import Calibration, get_calibration
 from .schedulers import SCHEDULERS, Scheduler, make_scheduler
-from .workloads import Workload, check_fits, check_fraction, get_workload, with_overrides
+from .workloads import (
+    LOAD_RANGE,
+    Workload,
+    check_fits,
+    check_fraction,
+    get_workload,
+    with_overrides,
+)
+
+#: Upper bounds of the numeric fields: far beyond any real cluster or study, low enough that
+#: every reward, metric and observation stays finite (and an episode fits in memory).
+MAX_GPUS = 100_000
+MAX_JOBS = 1_000_000
+#: Eval noise above 10 standard deviations of the score's whole range is noise only (the
+#: observation clips evals to +-10).
+MAX_EVAL_NOISE = 10.0
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python number it holds (so ``to_dict`` stays JSON-friendly)."""
+    return value.item() if isinstance(value, np.integer | np.floating) else value
 
 
 @dataclass(frozen=True)
@@ -40,8 +57,8 @@ class SimConfig:
         n_jobs: Jobs per episode; None takes the workload's, or the whole trace.
         trace: Path of a Philly-format CSV to replay instead of the generator.
         trace_cluster: Keep only this virtual cluster of the trace.
-        eval_window: W, how many past evals and losses a policy sees; None
-            means all of a job's checkpoints.
+        eval_window: W, how many past evals and losses a policy sees, 1 to
+            the checkpoints a job declares; None means all of them.
         curves: Path of a curve-trace corpus (JSONL, see docs/CURVE_TRACES.md):
             RLHF jobs then run on its real curves, and ``eval_noise`` is extra
             noise on the measured eval (default 0).
@@ -62,31 +79,61 @@ class SimConfig:
     curves: str | None = None
 
     def __post_init__(self) -> None:
-        if not _is_int(self.num_gpus) or self.num_gpus < 1:
-            raise ConfigError("num_gpus", self.num_gpus, "an integer >= 1")
+        """Validate every field; raise :class:`ConfigError` naming the first bad one."""
+        for name in ("num_gpus", "eval_noise", "hack_fraction", "load", "n_jobs", "eval_window"):
+            object.__setattr__(self, name, _plain(getattr(self, name)))
+        if not is_integer(self.num_gpus) or not 1 <= self.num_gpus <= MAX_GPUS:
+            raise ConfigError("num_gpus", self.num_gpus, f"an integer in [1, {MAX_GPUS}]")
+        self._check_names()
+        k = get_calibration(self.calibration).evals_per_job
+        wl = get_workload(self.workload)
+        if self.eval_noise is not None:
+            check_real("eval_noise", self.eval_noise, 0.0, MAX_EVAL_NOISE, "a standard deviation")
+        if self.hack_fraction is not None:
+            check_fraction("hack_fraction", self.hack_fraction)
+        if self.load is not None:
+            check_real("load", self.load, *LOAD_RANGE, "an offered load (e.g. 0.9)")
+        if self.n_jobs is not None and (
+            not is_integer(self.n_jobs) or not 1 <= self.n_jobs <= MAX_JOBS
+        ):
+            raise ConfigError("n_jobs", self.n_jobs, f"an integer in [1, {MAX_JOBS}] (or None)")
+        if self.eval_window is not None and (
+            not is_integer(self.eval_window) or not 1 <= self.eval_window <= k
+        ):
+            raise ConfigError(
+                "eval_window",
+                self.eval_window,
+                f"an integer in [1, {k}] (the checkpoints a job declares), or None for all",
+            )
+        self._check_files(wl)
+
+    def _check_names(self) -> None:
+        """Names must be strings (or config objects) before they are looked up."""
+        for name, kind in (
+            ("workload", Workload),
+            ("scheduler", None),
+            ("calibration", Calibration),
+            ("trace_cluster", None),
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, str) and not (kind is not None and isinstance(v, kind)):
+                if name == "trace_cluster" and v is None:
+                    continue
+                raise ConfigError(name, v, "a name (a string)")
         if self.scheduler not in SCHEDULERS:
             raise ConfigError("scheduler", self.scheduler, f"one of {sorted(SCHEDULERS)}")
         if not isinstance(self.scheduler_options, dict):
             raise ConfigError("scheduler_options", self.scheduler_options, "a dict")
         make_scheduler(self.scheduler, **self.scheduler_options)  # validates the options
-        get_calibration(self.calibration)
-        wl = get_workload(self.workload)
-        if self.eval_noise is not None and (
-            not isinstance(self.eval_noise, int | float)
-            or not self.eval_noise >= 0
-            or math.isinf(self.eval_noise)
-        ):
-            raise ConfigError("eval_noise", self.eval_noise, "a finite standard deviation >= 0")
-        if self.hack_fraction is not None:
-            check_fraction("hack_fraction", self.hack_fraction)
-        if self.n_jobs is not None and (not _is_int(self.n_jobs) or self.n_jobs < 1):
-            raise ConfigError("n_jobs", self.n_jobs, "an integer >= 1 (or None)")
-        if self.eval_window is not None and (not _is_int(self.eval_window) or self.eval_window < 1):
-            raise ConfigError("eval_window", self.eval_window, "an integer >= 1 (or None)")
-        if self.curves is not None and not (
-            isinstance(self.curves, str | os.PathLike) and os.path.isfile(self.curves)
-        ):
-            raise ConfigError("curves", self.curves, "an existing curve-trace JSONL file")
+
+    def _check_files(self, wl: Workload) -> None:
+        """The trace and the curve corpus: paths of existing, readable files."""
+        if self.curves is not None:
+            if not (isinstance(self.curves, str | os.PathLike) and os.path.isfile(self.curves)):
+                raise ConfigError("curves", self.curves, "an existing curve-trace JSONL file")
+            from .real_curves import load_corpus  # reads and checks the corpus once (cached)
+
+            load_corpus(self.curves)
         if self.trace is None:
             if self.trace_cluster is not None:
                 raise ConfigError("trace_cluster", self.trace_cluster, "only with trace=PATH")

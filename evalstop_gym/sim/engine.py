@@ -37,7 +37,7 @@ from .boundary import JobView, make_view
 from .config import SimConfig
 from .metrics import EpisodeRecord, episode_metrics
 from .synthetic_curves import Curves, sample_curves
-from .workloads import JobBatch, generate_jobs, trace_jobs
+from .workloads import JobBatch, generate_jobs, step_time_fractions, trace_jobs
 
 # Heap event kinds.  At equal times the counter keeps insertion order.
 ARRIVAL, CHECKPOINT = 0, 1
@@ -191,6 +191,16 @@ class Simulator:
                     np.random.default_rng(ss_real_noise),
                 )
         b, c = self.batch, self.curves
+        # Its own stream (child 3 of the seed): with jitter 0 nothing is drawn, and the other
+        # streams are the same with or without jitter.
+        frac = step_time_fractions(
+            len(b),
+            c.true_eval.shape[1],
+            self.calibration.step_time_jitter,
+            np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3]),
+        )
+        #: Cumulative work fraction at each checkpoint per job (None: evenly spaced, i / K).
+        self.step_frac: list[list[float]] | None = None if frac is None else frac.tolist()
         self.jobs: list[Job] = [
             Job(i, jt, g, a, d, e, h, pk, oe, ls)
             for i, (jt, g, a, d, e, h, pk, oe, ls) in enumerate(
@@ -348,6 +358,12 @@ class Simulator:
         return m
 
     # ---------------------------------------------------------------- internals
+    def work_fraction(self, jid: int, i: int) -> float:
+        """Fraction of job ``jid``'s work done at its checkpoint ``i`` (1-based; i / K unjittered)."""
+        if self.step_frac is None:
+            return i / self.jobs[jid].n_ckpt
+        return self.step_frac[jid][i - 1]
+
     def _push(self, t: float, kind: int, job: Job) -> None:
         self._counter += 1
         heapq.heappush(self._heap, (t, self._counter, kind, job.jid, job.epoch))
@@ -403,7 +419,10 @@ class Simulator:
             self._log("start", job)
 
     def _push_next_checkpoint(self, job: Job) -> None:
-        work_at_next = job.duration * (job.ckpt_done + 1) / job.n_ckpt
+        if self.step_frac is None:
+            work_at_next = job.duration * (job.ckpt_done + 1) / job.n_ckpt
+        else:
+            work_at_next = job.duration * self.step_frac[job.jid][job.ckpt_done]
         self._push(self.now + max(work_at_next - job.work_done, 0.0), CHECKPOINT, job)
 
     def _preempt(self, job: Job) -> None:
@@ -422,7 +441,10 @@ class Simulator:
         job.gpu_hours += job.gpus * ran
         job.seg_start = self.now
         i = job.ckpt_done = job.ckpt_done + 1
-        job.work_done = job.duration * i / job.n_ckpt  # exact, no drift
+        if self.step_frac is None:
+            job.work_done = job.duration * i / job.n_ckpt  # exact, no drift
+        else:
+            job.work_done = job.duration * self.step_frac[job.jid][i - 1]
         ev = job.obs_eval
         if i >= 2 and ev[i - 1] < ev[i - 2]:
             job.declines += 1

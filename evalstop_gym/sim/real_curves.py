@@ -32,7 +32,7 @@ BASE, GAIN, LOSS_FLOOR = 0.3, 0.6, 0.2
 @functools.lru_cache(maxsize=4)
 def _load(path: str, mtime_ns: int) -> tuple[tuple[CurveTrace, ...], tuple[CurveTrace, ...]]:
     del mtime_ns
-    traces = read_traces(path)
+    traces = read_traces(path, min_checkpoints=2)
     for t in traces:
         if t.gold is None or t.label is None:
             raise ConfigError(

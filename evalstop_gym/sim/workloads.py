@@ -32,10 +32,22 @@ import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, TraceError
+from ..errors import ConfigError, TraceError, check_real, is_integer, is_real
+from ..fileio import utf8_error_line
+
+#: Offered load: at 1e-3 a 200-job episode already spans decades of simulated time, at 1e3
+#: every job arrives at once; outside, arrival times stop being meaningful (at 5e-324 they are
+#: NaN).
+LOAD_RANGE = (1e-3, 1e3)
+#: Longest job a trace may hold, in seconds (about 3 years; Philly's longest is weeks).  A
+#: larger value is a corrupt row, and would make every time and GPU-hour sum meaningless.
+MAX_TRACE_DURATION_S = 1e8
+#: Largest GPU demand a trace row may hold (the largest cluster ``SimConfig`` accepts).
+MAX_TRACE_GPUS = 100_000
 
 LORA, DPO, RLHF = 0, 1, 2
 JOB_TYPES: tuple[str, ...] = ("lora", "dpo", "rlhf")
@@ -101,9 +113,8 @@ class Workload:
                 "type_mix", mix, "three non-negative fractions (LoRA, DPO, RLHF) summing to 1"
             )
         check_fraction("hack_fraction", self.hack_fraction)
-        if not isinstance(self.load, int | float) or not self.load > 0 or math.isinf(self.load):
-            raise ConfigError("load", self.load, "a finite offered load > 0 (e.g. 0.9)")
-        if not isinstance(self.n_jobs, int) or isinstance(self.n_jobs, bool) or self.n_jobs < 1:
+        check_real("load", self.load, *LOAD_RANGE, "an offered load (e.g. 0.9)")
+        if not is_integer(self.n_jobs) or self.n_jobs < 1:
             raise ConfigError("n_jobs", self.n_jobs, "an integer >= 1")
         if self.estimate_log_sd < 0:
             raise ConfigError("estimate_log_sd", self.estimate_log_sd, "a number >= 0")
@@ -130,7 +141,8 @@ def check_fits(workload: Workload, num_gpus: int) -> None:
 
 
 def check_fraction(name: str, value: float) -> None:
-    if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+    """Refuse anything but a real number in [0, 1] (a bool is not a fraction)."""
+    if not is_real(value) or not 0.0 <= value <= 1.0:
         raise ConfigError(name, value, "a fraction in [0, 1]")
 
 
@@ -149,9 +161,10 @@ TRACE_TYPE_MIX = WORKLOADS["heavy-rlhf"].type_mix
 
 
 def get_workload(name: str | Workload) -> Workload:
+    """Return a preset by name (or pass a Workload through)."""
     if isinstance(name, Workload):
         return name
-    if name not in WORKLOADS:
+    if not isinstance(name, str) or name not in WORKLOADS:
         raise ConfigError("workload", name, f"one of {sorted(WORKLOADS)}")
     return WORKLOADS[name]
 
@@ -182,6 +195,24 @@ def _assign_types(
     hack_draw = rng.random(n)
     hacking = (types == RLHF) & (hack_draw < hack_fraction)
     return types.astype(np.int64), hacking
+
+
+def step_time_fractions(
+    n_jobs: int, n_ckpt: int, jitter: float, rng: np.random.Generator
+) -> np.ndarray | None:
+    """Cumulative fraction of each job's work done at each checkpoint, or None when even.
+
+    Interval i of job j lasts in proportion to exp(jitter x z_ij), z standard normal; the
+    cumulative sums are normalised so that checkpoint K falls exactly at the job's end.
+    ``jitter = 0`` returns None (and draws nothing): checkpoints are then at i/K exactly.
+    """
+    if jitter == 0:
+        return None
+    width = np.exp(jitter * rng.standard_normal((n_jobs, n_ckpt)))
+    frac = np.cumsum(width, axis=1)
+    frac /= frac[:, -1:]
+    frac[:, -1] = 1.0
+    return frac
 
 
 def generate_jobs(workload: Workload, num_gpus: int, rng: np.random.Generator) -> JobBatch:
@@ -223,71 +254,107 @@ class TraceRows:
 TRACE_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 
 
+def _parse_trace_row(
+    path: str, lineno: int, row: list[str], cols: tuple[int, int, int, int]
+) -> tuple[float, float, int, str]:
+    """(timestamp s, duration s, GPUs, cluster) of one row, or :class:`TraceError`."""
+    its, idur, igpu, iclu = cols
+    try:
+        ts = datetime.fromisoformat(row[its].strip()).timestamp()
+    except (ValueError, OverflowError, OSError):
+        raise TraceError(
+            path, lineno, "timestamp", f"{row[its]!r} is not 'YYYY-MM-DD HH:MM:SS'"
+        ) from None
+    try:
+        dur = float(row[idur])
+    except ValueError:
+        dur = float("nan")
+    if not 0 < dur <= MAX_TRACE_DURATION_S:
+        raise TraceError(
+            path,
+            lineno,
+            "duration",
+            f"{row[idur][:40]!r} is not a number of seconds in (0, {MAX_TRACE_DURATION_S:g}]",
+        )
+    try:
+        g = int(row[igpu])
+    except ValueError:  # also a number of more than 4300 digits
+        g = 0
+    if not 1 <= g <= MAX_TRACE_GPUS:
+        raise TraceError(
+            path,
+            lineno,
+            "num_gpus",
+            f"{row[igpu][:40]!r} is not an integer in [1, {MAX_TRACE_GPUS}]",
+        )
+    cl = row[iclu].strip()
+    if not cl:
+        raise TraceError(path, lineno, "cluster", "empty virtual-cluster id")
+    return ts, dur, g, cl
+
+
+def _trace_header(path: str, reader: Any) -> tuple[int, int, int, int]:
+    """Column indices of the trace's required columns, from its header row."""
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise TraceError(path, 1, "header", "the file is empty") from None
+    col = {name.strip(): i for i, name in enumerate(header)}
+    missing = [c for c in TRACE_COLUMNS if c not in col]
+    if missing:
+        raise TraceError(
+            path, 1, missing[0], f"missing column; the header must hold {list(TRACE_COLUMNS)}"
+        )
+    its, idur, igpu, iclu = (col[c] for c in TRACE_COLUMNS)
+    return its, idur, igpu, iclu
+
+
+def _trace_records(path: str) -> list[tuple[int, tuple[float, float, int, str]]]:
+    """(line, parsed row) of every job row; decoding and CSV errors become TraceErrors."""
+    out: list[tuple[int, tuple[float, float, int, str]]] = []
+    # utf-8-sig: a byte-order mark (as spreadsheet programs write) is not part of the header.
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh)
+        try:
+            cols = _trace_header(path, reader)
+            width = max(cols) + 1
+            for row in reader:
+                lineno = reader.line_num
+                if not row or all(not c.strip() for c in row):
+                    continue
+                if len(row) < width:
+                    raise TraceError(
+                        path, lineno, "row", f"{len(row)} columns, expected >= {width}"
+                    )
+                out.append((lineno, _parse_trace_row(path, lineno, row, cols)))
+        except UnicodeDecodeError as exc:
+            line, msg = utf8_error_line(path, exc)
+            raise TraceError(path, line, "encoding", msg) from None
+        except csv.Error as exc:  # e.g. a field over csv.field_size_limit() or a NUL byte
+            raise TraceError(
+                path,
+                reader.line_num,
+                "row",
+                f"not a valid CSV row ({exc}); fields may hold at "
+                f"most {csv.field_size_limit()} characters",
+            ) from None
+    return out
+
+
 @functools.lru_cache(maxsize=4)
 def _read_trace_cached(path: str, mtime_ns: int, size: int) -> TraceRows:
     del mtime_ns, size  # part of the cache key only: a changed file is re-read
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise TraceError(path, 1, "header", "the file is empty") from None
-        col = {name.strip(): i for i, name in enumerate(header)}
-        missing = [c for c in TRACE_COLUMNS if c not in col]
-        if missing:
-            raise TraceError(
-                path, 1, missing[0], f"missing column; the header must hold {list(TRACE_COLUMNS)}"
-            )
-        its, idur, igpu, iclu = (col[c] for c in TRACE_COLUMNS)
-        width = max(its, idur, igpu, iclu) + 1
-        stamps: list[float] = []
-        durs: list[float] = []
-        gpus: list[int] = []
-        clusters: list[str] = []
-        lines: list[int] = []
-        for lineno, row in enumerate(reader, start=2):
-            if not row or all(not c.strip() for c in row):
-                continue
-            if len(row) < width:
-                raise TraceError(path, lineno, "row", f"{len(row)} columns, expected {len(header)}")
-            try:
-                ts = datetime.fromisoformat(row[its].strip()).timestamp()
-            except ValueError:
-                raise TraceError(
-                    path, lineno, "timestamp", f"{row[its]!r} is not 'YYYY-MM-DD HH:MM:SS'"
-                ) from None
-            try:
-                dur = float(row[idur])
-            except ValueError:
-                dur = float("nan")
-            if not (dur > 0 and math.isfinite(dur)):
-                raise TraceError(
-                    path, lineno, "duration", f"{row[idur]!r} is not a positive number of seconds"
-                )
-            try:
-                g = int(row[igpu])
-            except ValueError:
-                g = 0
-            if g < 1:
-                raise TraceError(path, lineno, "num_gpus", f"{row[igpu]!r} is not an integer >= 1")
-            cl = row[iclu].strip()
-            if not cl:
-                raise TraceError(path, lineno, "cluster", "empty virtual-cluster id")
-            stamps.append(ts)
-            durs.append(dur)
-            gpus.append(g)
-            clusters.append(cl)
-            lines.append(lineno)
-    if not stamps:
+    records = _trace_records(path)
+    if not records:
         raise TraceError(path, 2, "row", "the trace holds no job")
-    ts_arr = np.asarray(stamps)
+    ts_arr = np.asarray([r[1][0] for r in records])
     return TraceRows(
         path=path,
         arrival_s=ts_arr - ts_arr.min(),
-        duration_s=np.asarray(durs),
-        gpus=np.asarray(gpus, dtype=np.int64),
-        cluster=np.asarray(clusters),
-        line=np.asarray(lines, dtype=np.int64),
+        duration_s=np.asarray([r[1][1] for r in records]),
+        gpus=np.asarray([r[1][2] for r in records], dtype=np.int64),
+        cluster=np.asarray([r[1][3] for r in records]),
+        line=np.asarray([r[0] for r in records], dtype=np.int64),
     )
 
 
