@@ -270,7 +270,8 @@ def _openrlhf_csv_records(path: Path, step_in: Any) -> list[tuple[int, int, Mapp
             raise CurveTraceError(f"{_where(path, line)}: {msg}") from None
         except csv.Error as exc:  # a field over csv.field_size_limit(), a NUL byte
             raise CurveTraceError(
-                f"{_where(path, reader.line_num)}: not a valid CSV row ({exc}); fields may hold "
+                # DictReader.line_num is set after a row; its csv.reader's counts the bad line.
+                f"{_where(path, reader.reader.line_num)}: not a valid CSV row ({exc}); fields may hold "
                 f"at most {csv.field_size_limit()} characters"
             ) from None
     return records
