@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,12 +18,18 @@ def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
 
     Returns the episode's metrics plus ``seed``, ``policy``, ``steps`` and
     ``return`` (the sum of rewards, equal to the closed form of the reward mode).
+
+    The policy sees only what crosses the information boundary: observations
+    through ``act(obs)``, and, if it defines ``check_observation_space(space)``,
+    a copy of the observation space before the episode.  It never receives the
+    environment (whose simulator holds the hack labels) nor the rewards.
     """
     env = gym.make("EvalStop-v0", disable_env_checker=True, **env_kwargs)
     try:
-        check = getattr(policy, "check_env", None)
+        check = getattr(policy, "check_observation_space", None)
         if check is not None:  # learned policies refuse an env they were not trained on
-            check(env)
+            # A copy of the space only: never the env, whose simulator holds the hidden labels.
+            check(copy.deepcopy(env.observation_space))
         policy.reset()
         obs, info = env.reset(seed=seed)
         total, steps, terminated, truncated = 0.0, 0, False, False

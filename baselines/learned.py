@@ -8,6 +8,7 @@ model refuses an environment whose observation differs from its training one.
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+
+from evalstop_gym.fileio import read_verified
 
 META_NAME = "evalstop_gym.json"
 
@@ -57,15 +60,35 @@ class Learned:
         label: Name in tables (default: ``Learned-<algo>[<fields>]``).
     """
 
-    def __init__(self, path: str | Path, deterministic: bool = True, label: str | None = None):
-        """Load the model and the observation space it was trained on."""
+    def __init__(
+        self,
+        path: str | Path,
+        deterministic: bool = True,
+        label: str | None = None,
+        *,
+        sha256: str | None = None,
+        trust: bool = False,
+    ):
+        """Load the model at ``path`` once its bytes match their hash record.
+
+        An SB3 zip holds cloudpickle data: loading it runs code.  So the file is
+        loaded only if its SHA-256 equals ``sha256`` or the ``<path>.sha256``
+        record that ``evalstop-gym train`` writes; ``trust=True`` skips the check
+        (only for a file whose author you trust).  Raises
+        :class:`evalstop_gym.fileio.UntrustedFileError` otherwise.
+        """
         self.path = str(path)
         self.meta = read_meta(path)
         self.algo = self.meta["algo"]
         self.obs_fields = tuple(self.meta["obs_fields"])
         self.flatten = bool(self.meta["flatten"])
         self.deterministic = deterministic
-        self.model = _algo(self.algo).load(self.path, device="cpu")
+        p = Path(self.path)
+        if not p.is_file() and p.with_suffix(".zip").is_file():
+            p = p.with_suffix(".zip")
+        # The checked bytes are the loaded bytes: no window to swap the file in between.
+        data = p.read_bytes() if trust else read_verified(p, sha256)
+        self.model = _algo(self.algo).load(io.BytesIO(data), device="cpu")
         self._dict_space = spaces.Dict(
             {
                 k: spaces.Box(
@@ -81,9 +104,8 @@ class Learned:
     def reset(self) -> None:
         """Nothing to forget between episodes: the model is stateless."""
 
-    def check_env(self, env: Any) -> None:
-        """Refuse an environment whose observation is not the one the model was trained on."""
-        space = env.unwrapped.observation_space if hasattr(env, "unwrapped") else env
+    def check_observation_space(self, space: spaces.Dict) -> None:
+        """Refuse an observation space other than the one the model was trained on."""
         got = {k: tuple(s.shape) for k, s in space.spaces.items()}
         want = {k: tuple(s.shape) for k, s in self._dict_space.spaces.items()}
         if got != want:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from evalstop_gym.envs import EvalStopEnv
+from evalstop_gym.fileio import write_hash_record
 
 from .learned import _algo, write_meta
 
@@ -167,6 +168,8 @@ def train(
             "evalstop_reference": ref,
         },
     )
+    # Loading a model runs pickled code: record its hash so that only this file is loaded.
+    write_hash_record(out)
     venv.close()
     eval_env.close()
     return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve, model)

@@ -77,6 +77,7 @@ def train_models(
 ) -> dict[str, dict[str, Any]]:
     """Train (or reuse) the four E6 models; return their metadata by label."""
     from baselines.learned import read_meta
+    from evalstop_gym.fileio import verify_hash_record
 
     steps = timesteps or BUDGET["quick" if quick else "default"]
     jobs = []
@@ -85,7 +86,11 @@ def train_models(
         for variant, fields in OBS_VARIANTS.items():
             path = out / "models" / f"e6_{ALGO}_sigma{sigma}_{variant}_{steps}.zip"
             labels[str(path)] = (sigma, variant)
-            if not path.exists():
+            # Reuse only a model whose bytes match the hash record train wrote (loading
+            # one runs pickled code); any other file at that path is retrained over.
+            if not verify_hash_record(path):
+                if path.exists():
+                    print(f"E6: {path} does not match its hash record; retraining it")
                 jobs.append((str(path), sigma, fields, steps, seed))
     if jobs:
         (out / "models").mkdir(parents=True, exist_ok=True)
