@@ -186,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileExistsError) as e:
         print(f"evalstop-gym: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an unwritable --out, a full disk: a message, not a traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"evalstop-gym: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted: finished results are on disk; rerun with --resume", file=sys.stderr)
         return 130

@@ -275,3 +275,21 @@ def test_fuzzed_files_raise_only_own_errors(name: str, tmp_path: Path) -> None:
         _assert_finite(result)
 
     run()
+
+
+@pytest.mark.parametrize("command", ["reproduce", "benchmark-trace"])
+def test_cli_unwritable_or_unreadable_path_is_a_message(
+    command: str, tmp_path: Path, capsys
+) -> None:
+    from evalstop_cli.main import main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    if command == "reproduce":
+        argv = ["reproduce", "--out", str(blocker / "out"), "--experiments", "E1", "--seeds", "2"]
+    else:
+        argv = ["benchmark", "--seeds", "1", "--workers", "1", "--trace", str(tmp_path / "no.csv")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evalstop-gym: error: ") and "Traceback" not in err
+    assert str(tmp_path) in err
