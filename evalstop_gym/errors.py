@@ -23,6 +23,7 @@ class ConfigError(EvalStopError):
     """A configuration value is outside what the simulator accepts."""
 
     def __init__(self, field: str, value: Any, allowed: str) -> None:
+        """Record the field, the value received and what is allowed."""
         self.field = field
         self.value = value
         self.allowed = allowed
@@ -33,6 +34,7 @@ class TraceError(EvalStopError):
     """A row of a cluster-trace CSV cannot be read."""
 
     def __init__(self, path: str, line: int, field: str, message: str) -> None:
+        """Record the file, the 1-based line, the field and what is wrong."""
         self.path = path
         self.line = line
         self.field = field

@@ -96,6 +96,7 @@ class Calibration:
     step_time_jitter: float = 0.0
 
     def __post_init__(self) -> None:
+        """Validate every field; raise ConfigError naming the first bad one."""
         if not isinstance(self.evals_per_job, int) or self.evals_per_job < 2:
             raise ConfigError("evals_per_job", self.evals_per_job, "an integer >= 2")
         if not isinstance(self.steps_per_eval, int) or self.steps_per_eval < 1:

@@ -150,6 +150,7 @@ class SimConfig:
 
     # -- resolved views -------------------------------------------------------
     def resolved_workload(self) -> Workload:
+        """The workload preset with this config's overrides applied."""
         return with_overrides(
             get_workload(self.workload),
             hack_fraction=self.hack_fraction,
@@ -158,16 +159,20 @@ class SimConfig:
         )
 
     def resolved_calibration(self) -> Calibration:
+        """The calibration object this config names."""
         return get_calibration(self.calibration)
 
     def resolved_eval_noise(self) -> float:
+        """The eval noise in effect: given, else 0 on a corpus, else the calibration's."""
         if self.eval_noise is not None:
             return float(self.eval_noise)
         return 0.0 if self.curves is not None else float(self.resolved_calibration().eval_noise)
 
     def resolved_eval_window(self) -> int:
+        """W in effect: given, else every checkpoint a job declares."""
         k = self.resolved_calibration().evals_per_job
         return k if self.eval_window is None else self.eval_window
 
     def make_scheduler(self) -> Scheduler:
+        """A fresh base scheduler of this config."""
         return make_scheduler(self.scheduler, **self.scheduler_options)

@@ -73,6 +73,7 @@ class TypeProfile:
     duration_log_sd: float
 
     def mean_gpu_hours(self) -> float:
+        """E[GPUs x duration] of one job of this type (log-normal mean)."""
         mean_g = float(np.dot(self.gpus, self.gpu_probs))
         return mean_g * self.duration_median_h * math.exp(self.duration_log_sd**2 / 2)
 
@@ -107,6 +108,7 @@ class Workload:
     profiles: tuple[TypeProfile, TypeProfile, TypeProfile] = field(default=DEFAULT_PROFILES)
 
     def __post_init__(self) -> None:
+        """Validate the preset; raise ConfigError naming the first bad field."""
         mix = self.type_mix
         if len(mix) != 3 or any(m < 0 for m in mix) or not math.isclose(sum(mix), 1.0):
             raise ConfigError(
@@ -185,6 +187,7 @@ class JobBatch:
     hacking: np.ndarray
 
     def __len__(self) -> int:
+        """Number of jobs."""
         return len(self.arrival_h)
 
 
