@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import tempfile
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ __all__ = [
     "HASH_SUFFIX",
     "UntrustedFileError",
     "atomic_open",
+    "atomic_savefig",
     "atomic_write",
     "read_verified",
     "sha256_bytes",
@@ -85,6 +87,19 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
     """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically (see :func:`atomic_open`)."""
     with atomic_open(path, "wb") as fh:
         fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def atomic_savefig(fig: Any, path: str | os.PathLike[str], **kwargs: Any) -> Path:
+    """Save a matplotlib figure to ``path`` atomically (format from the suffix); return the path.
+
+    The figure is rendered to memory first, so a failed render leaves ``path`` untouched.
+    Needs no matplotlib import here: ``fig`` is any object with ``savefig(file, format=...)``.
+    """
+    dest = Path(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=dest.suffix.lstrip(".") or "png", **kwargs)
+    atomic_write(dest, buf.getvalue())
+    return dest
 
 
 def sha256_bytes(data: bytes) -> str:
