@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from evalstop_gym.envs import EvalStopEnv
-from evalstop_gym.fileio import write_hash_record
+from evalstop_gym.fileio import atomic_savefig, write_hash_record
 
 from .learned import _algo, write_meta
 
@@ -143,14 +144,17 @@ def train(
     )
     seconds = time.perf_counter() - t0
     trained_steps = int(model.num_timesteps)
-    model, selected_best = _save_selected(model, algo, log_dir, keep_best, out)
+    # Written under a temporary name and renamed once complete (model and record), so an
+    # interrupted run never leaves a half-written model at ``out``.
+    tmp_out = out.with_name(f".{out.stem}.tmp.zip")
+    model, selected_best = _save_selected(model, algo, log_dir, keep_best, tmp_out)
     curve = _learning_curve(log_dir / "evaluations.npz")
     probe = EvalStopEnv(**env_kwargs)
     ref = _evalstop_reference(
         eval_env, seed + EVAL_SEED_OFFSET, probe.observation_space, flatten, eval_episodes
     )
     write_meta(
-        out,
+        tmp_out,
         {
             **_observation_meta(probe, flatten),
             "algo": algo,
@@ -168,6 +172,9 @@ def train(
             "evalstop_reference": ref,
         },
     )
+    with open(tmp_out, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp_out, out)
     # Loading a model runs pickled code: record its hash so that only this file is loaded.
     write_hash_record(out)
     venv.close()
@@ -414,5 +421,4 @@ def plot_learning_curves(
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     ax.set_title("Learned stoppers: learning curves (periodic evaluation)")
-    fig.savefig(path, dpi=110)
-    return path
+    return atomic_savefig(fig, path, dpi=110)

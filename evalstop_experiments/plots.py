@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from evalstop_gym.fileio import atomic_savefig
+
 from .experiments import EVALSTOP, NOSTOP, SCRIPTED, PolicySpec
 from .report import find, policies_of, sweep_values
 
@@ -35,8 +37,7 @@ def _series(summary: list[dict[str, Any]], exp: str, policy: PolicySpec, metric:
 
 
 def _save(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=110)
-    return path
+    return atomic_savefig(fig, path, dpi=110)
 
 
 def plot_sweep(summary: list[dict[str, Any]], exp: str, xlabel: str, path: Path) -> Path:

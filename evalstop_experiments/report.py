@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from evalstop_gym.fileio import atomic_open, atomic_write
+
 from .experiments import EVALSTOP, EXPERIMENTS, LOSSPLATEAU, NOSTOP, STOPAT, PolicySpec
 from .stats import fmt_ci, mean_ci, pct_change
 
@@ -126,13 +128,11 @@ def _cell_text(v: Any) -> Any:
 
 
 def _write_csv(path: Path, cols: list[str], rows: Sequence[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as fh:
+    with atomic_open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         for r in rows:
             w.writerow({k: _cell_text(v) for k, v in r.items()})
-    tmp.replace(path)
 
 
 # ---------------------------------------------------------------------- report
@@ -239,7 +239,7 @@ def write_report(
         lines += [f"![{p.stem}]({p.name})" for p in plots]
         lines.append("")
     p = out / "REPORT.md"
-    p.write_text("\n".join(lines) + "\n")
+    atomic_write(p, "\n".join(lines) + "\n")
     return p
 
 

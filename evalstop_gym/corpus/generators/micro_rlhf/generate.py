@@ -41,6 +41,7 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
+from evalstop_gym.fileio import atomic_open, atomic_savefig, atomic_write
 from evalstop_gym.parallel import Executor
 
 if TYPE_CHECKING:
@@ -277,7 +278,7 @@ def plot_fits(
     axes[1, 1].legend()
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)
 
 
 def write_fit_table(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> None:
@@ -287,7 +288,7 @@ def write_fit_table(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]
     fields = list(rows[0]) if rows else ["run_id", "label", "alpha", "beta", "r2"]
     for row in rows:  # runs from other sources may lack the sweep columns
         fields += [k for k in row if k not in fields]
-    with path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
         for row in rows:
@@ -389,7 +390,7 @@ def run(args: argparse.Namespace) -> int:
         summary = summarize(traces, rows)
         write_fit_table(rows, out / "gao_fits.csv")
         plot_fits(traces, rows, out / "gao_fits.png")
-        (out / "gao_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        atomic_write(out / "gao_summary.json", json.dumps(summary, indent=2) + "\n")
         print(_format_summary(summary))
         print(f"wrote {out / 'gao_fits.csv'}, {out / 'gao_fits.png'}, {out / 'gao_summary.json'}")
         return 0
