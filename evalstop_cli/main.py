@@ -105,6 +105,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         f"{res.ran} episodes run, {res.reused} reused, in {res.seconds:.1f} s; "
         f"report: {res.out / 'REPORT.md'}"
     )
+    if res.redone:
+        shown = ", ".join(str(p) for p in res.redone[:5]) + (" ..." if len(res.redone) > 5 else "")
+        print(f"recomputed {len(res.redone)} invalid result file(s): {shown}")
     return 0
 
 

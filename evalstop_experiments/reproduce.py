@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import platform
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from evalstop_gym.parallel import Executor
 
 from .experiments import EXPERIMENTS, Cell, base_env, build_cells
 from .report import add_deltas, summarise, write_csvs, write_report
-from .runner import load_results, run_tasks, task_path
+from .runner import discard_written, load_results, run_tasks, task_path
 
 #: ``--quick``: about a minute on two cores.
 QUICK = {"seeds": 10, "n_jobs": 150}
@@ -48,7 +47,7 @@ class ReproduceOptions:
         workers: Parallel workers (default: every core).
         address: An existing Ray cluster.
         resume: Reuse finished (cell, seed) results in ``OUT/raw``.
-        fresh: Discard ``OUT/raw`` first.
+        fresh: Delete first the results in ``OUT/raw`` the package wrote (its manifest).
         extra_cells: More cells to run beside the experiments'.
         progress: Show a progress bar.
         env: Environment keyword arguments on top of E1's setting.
@@ -130,7 +129,7 @@ class Plan:
 
 @dataclass
 class ReproduceResult:
-    """What :func:`reproduce` wrote and how long it took."""
+    """What :func:`reproduce` wrote and how long it took; ``redone``: invalid results recomputed."""
 
     out: Path
     rows: list[dict[str, Any]]
@@ -139,6 +138,7 @@ class ReproduceResult:
     seconds: float
     ran: int
     reused: int
+    redone: list[Path] = field(default_factory=list)
 
 
 Stage = Callable[[Path, ReproduceOptions, Plan], None]
@@ -238,7 +238,14 @@ def reproduce(
     files.append(write_report(out, summary, header=_header(opts, plan), plots=plots))
     files += plots
     return ReproduceResult(
-        out, rows, summary, files, time.perf_counter() - t0, stats.ran, stats.done_before
+        out,
+        rows,
+        summary,
+        files,
+        time.perf_counter() - t0,
+        stats.ran,
+        stats.done_before,
+        stats.redone,
     )
 
 
@@ -251,13 +258,17 @@ def _check_experiments(opts: ReproduceOptions) -> None:
 def _run(out: Path, opts: ReproduceOptions, cells: list[Cell], seeds: list[int]):
     """Run the missing (cell, seed) tasks, refusing to mix with old results unless asked."""
     tasks = [(c, s) for c in cells for s in seeds]
-    if opts.fresh and (out / "raw").exists():
-        shutil.rmtree(out / "raw")
+    if opts.fresh:  # only the results the manifest says the package wrote
+        discard_written(out)
     existing = sum(task_path(out, c, s).exists() for c, s in tasks)
     if existing and not opts.resume:
+        hint = (
+            "they are not in its manifest, so --fresh leaves them: move them away"
+            if opts.fresh
+            else "pass --resume to reuse them, or --fresh to recompute everything"
+        )
         raise FileExistsError(
-            f"{existing} of {len(tasks)} results are already in {out / 'raw'}: "
-            "pass --resume to reuse them, or --fresh to recompute everything"
+            f"{existing} of {len(tasks)} results are already in {out / 'raw'}: {hint}"
         )
     out.mkdir(parents=True, exist_ok=True)
     if not opts.progress:

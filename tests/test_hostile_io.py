@@ -59,3 +59,54 @@ def test_hash_record_round_trip_and_tamper(tmp_path: Path) -> None:
     p.write_bytes(b"other")
     with pytest.raises(UntrustedFileError, match="differs"):
         read_verified(p)
+
+
+TINY = {
+    "seeds": 2,
+    "n_jobs": 12,
+    "progress": False,
+    "workers": 1,
+    "learned": False,
+    "real_curves": False,
+}
+
+
+def test_resume_recomputes_invalid_results_and_names_them(tmp_path: Path) -> None:
+    from evalstop_experiments.reproduce import reproduce
+
+    ref = reproduce(tmp_path / "ref", experiments=["E1"], **TINY)
+    reproduce(tmp_path, experiments=["E1"], **TINY)
+    files = sorted((tmp_path / "raw").rglob("seed*.json"))
+    empty, bogus, other, truncated = files[:4]
+    empty.write_text("")
+    bogus.write_text('{"bogus": 1}')
+    other.write_text(files[5].read_text())  # another (cell, seed)'s valid result
+    truncated.write_text(truncated.read_text()[:40])
+    res = reproduce(tmp_path, experiments=["E1"], resume=True, **TINY)
+    assert sorted(res.redone) == [empty, bogus, other, truncated]
+    assert res.ran == 4 and res.reused == len(files) - 4
+    for name in ("E1.csv", "E1_summary.csv", "REPORT.md"):
+        assert (tmp_path / name).read_bytes() == (ref.out / name).read_bytes(), name
+
+
+def test_fresh_deletes_only_what_the_package_wrote(tmp_path: Path) -> None:
+    from evalstop_experiments.reproduce import reproduce
+
+    reproduce(tmp_path, experiments=["E1"], **TINY)
+    mine = tmp_path / "raw" / "notes.txt"
+    mine.write_text("my notes")
+    nested = next((tmp_path / "raw").rglob("seed0.json")).parent / "keep.json"
+    nested.write_text("{}")
+    res = reproduce(tmp_path, experiments=["E1"], fresh=True, **TINY)
+    assert res.ran == 8 and res.reused == 0
+    assert mine.read_text() == "my notes" and nested.read_text() == "{}"
+
+
+def test_fresh_refuses_results_it_did_not_write(tmp_path: Path) -> None:
+    from evalstop_experiments.reproduce import reproduce
+
+    reproduce(tmp_path, experiments=["E1"], **TINY)
+    (tmp_path / "raw" / "MANIFEST.txt").unlink()  # as if written by someone else
+    with pytest.raises(FileExistsError, match="not in its manifest"):
+        reproduce(tmp_path, experiments=["E1"], fresh=True, **TINY)
+    assert len(list((tmp_path / "raw").rglob("seed*.json"))) == 8
