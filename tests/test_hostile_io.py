@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_reproduce import TINY  # the smallest reproduce run, shared with its own tests
 
 from evalstop_gym.fileio import (
     UntrustedFileError,
@@ -59,16 +60,6 @@ def test_hash_record_round_trip_and_tamper(tmp_path: Path) -> None:
     p.write_bytes(b"other")
     with pytest.raises(UntrustedFileError, match="differs"):
         read_verified(p)
-
-
-TINY = {
-    "seeds": 2,
-    "n_jobs": 12,
-    "progress": False,
-    "workers": 1,
-    "learned": False,
-    "real_curves": False,
-}
 
 
 def test_resume_recomputes_invalid_results_and_names_them(tmp_path: Path) -> None:
