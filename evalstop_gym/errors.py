@@ -13,6 +13,7 @@ class ConfigError(ValueError):
     """A configuration value is outside what the simulator accepts."""
 
     def __init__(self, field: str, value: Any, allowed: str) -> None:
+        """Name the offending field, its value and what is allowed."""
         self.field = field
         self.value = value
         self.allowed = allowed
@@ -23,6 +24,7 @@ class TraceError(ValueError):
     """A row of a cluster-trace CSV cannot be read."""
 
     def __init__(self, path: str, line: int, field: str, message: str) -> None:
+        """Name the file, the line, the field and what is wrong."""
         self.path = path
         self.line = line
         self.field = field

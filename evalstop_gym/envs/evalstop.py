@@ -9,15 +9,19 @@ import numpy as np
 from gymnasium import spaces
 
 from ..errors import ConfigError
-from ..sim.boundary import BOUNDARY_FIELDS, JobView
+from ..sim.boundary import BOUNDARY_FIELDS
 from ..sim.config import SimConfig
 from ..sim.engine import Simulator
 from ..sim.workloads import JOB_TYPES
+from .tables import continue_gains, field_widths, observation_rows
 
 REWARD_MODES: tuple[str, ...] = ("utility", "system")
 _EVAL_BOUND = 10.0
 _LOSS_BOUND = 10.0
-_ONE_HOT = np.eye(len(JOB_TYPES), dtype=np.float32)
+_BOUNDS = {"evals": (-_EVAL_BOUND, _EVAL_BOUND), "loss": (0.0, _LOSS_BOUND)}
+#: Observation rows are built lazily for blocks of this many jobs, so that a
+#: long trace replay does not hold every row of the episode at once.
+_ROW_BLOCK = 2048
 
 
 def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -170,6 +174,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         quality_weight: float = 1.0,
         render_mode: str | None = None,
     ) -> None:
+        """Build the env; every argument is described in the class docstring (Arguments)."""
         self.config = SimConfig(
             num_gpus=num_gpus,
             workload=workload,
@@ -215,9 +220,20 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         }
         self.observation_space = spaces.Dict({f: all_spaces[f] for f in self.obs_fields})
         self.action_space = spaces.Discrete(2)
+        widths = field_widths(w, len(JOB_TYPES))
+        self._slices: list[tuple[str, int, int]] = []
+        start = 0
+        for f in self.obs_fields:
+            self._slices.append((f, start, start + widths[f]))
+            start += widths[f]
+        self._row_width = start
         self.sim: Simulator | None = None
         self._true: list[list[float]] = []
-        self._view: JobView | None = None
+        self._jid: int | None = None  # the job awaiting the agent's decision
+        self._ckpt = 0  # its checkpoints done
+        self._blocks: list[np.ndarray | None] = []
+        self._gains: list[list[float]] = []
+        self._costs: list[float] = []
         self._last_jobs_area = 0.0
         self._n_delivered = 0
         self._return_parts = {"quality": 0.0, "gpu_cost": 0.0, "time_in_system": 0.0}
@@ -226,49 +242,63 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Draw a new episode from ``seed`` and run it to the first decision."""
         super().reset(seed=seed)
         # Every draw of the episode comes from self.np_random: one integer seeds
         # the simulator's independent streams.
         sim_seed = int(self.np_random.integers(0, 2**63 - 1))
-        self.sim = Simulator(self.config, sim_seed)
-        self._true = self.sim.curves.true_eval.tolist()  # list rows: fast per-step reads
+        sim = self.sim = Simulator(self.config, sim_seed)
+        self._build_tables(sim)
         self._last_jobs_area = 0.0
         self._n_delivered = 0
         self._return_parts = {"quality": 0.0, "gpu_cost": 0.0, "time_in_system": 0.0}
-        self._view = self.sim.advance()
-        if self._view is None:  # pragma: no cover - every job has >= 1 decision
+        jid = self._jid = sim.next_decision()
+        if jid is None:  # pragma: no cover - every job has >= 1 decision
             raise RuntimeError("the episode has no decision to make")
+        self._ckpt = sim.checkpoints_done(jid)
         if self.reward_mode == "system":
             self._collect_system_reward()  # time before the first decision is not the agent's
             self._return_parts["time_in_system"] = 0.0
             self._return_parts["quality"] = 0.0
-        return self._obs(self._view), self._info()
+        return self._obs(jid, self._ckpt), self._info()
+
+    def _build_tables(self, sim: Simulator) -> None:
+        """Per-episode lookups (see :mod:`evalstop_gym.envs.tables`)."""
+        c, b = sim.curves, sim.batch
+        self._true = c.true_eval.tolist()  # list rows: fast per-step reads
+        self._blocks = [None] * (-(-len(b) // _ROW_BLOCK))
+        if self.reward_mode == "utility":
+            self._gains = continue_gains(c.true_eval, c.obs_eval).tolist()
+            k = c.obs_eval.shape[1]
+            # The same float operations, in the same order, as price * gpus * T / K.
+            self._costs = (self.gpu_hour_price * b.gpus * b.duration_h / k).tolist()
 
     def step(
         self, action: Any
     ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
+        """Apply the decision on the pending job and run to the next decision."""
         sim = self.sim
         if sim is None:
             raise RuntimeError("step() called before reset(): call env.reset() first")
-        if self._view is None:
+        jid = self._jid
+        if jid is None:
             raise RuntimeError("step() called after the episode ended: call env.reset()")
         stop = self._parse_action(action)
-        job = sim._pending
-        reward = self._utility_reward(job, stop) if self.reward_mode == "utility" else 0.0
+        if self.reward_mode == "utility":
+            reward = 0.0 if stop else self._utility_reward(jid, self._ckpt)
         sim.decide(stop)
-        self._view = sim.advance()
+        jid = self._jid = sim.next_decision()
         if self.reward_mode == "system":
             reward = self._collect_system_reward()
-        terminated = self._view is None
         info = self._info()
-        if terminated:
-            obs = {k: np.zeros(s.shape, np.float32) for k, s in self.observation_space.items()}
+        if jid is None:
             info["episode_metrics"] = self.episode_metrics()
-        else:
-            obs = self._obs(self._view)
-        return obs, float(reward), terminated, False, info
+            return self._split(np.zeros(self._row_width, np.float32)), reward, True, False, info
+        ckpt = self._ckpt = sim.checkpoints_done(jid)
+        return self._obs(jid, ckpt), reward, False, False, info
 
     def render(self) -> str | np.ndarray | None:
+        """An ANSI text frame or an RGB picture of the cluster, per ``render_mode``."""
         if self.render_mode == "ansi":
             return self._render_ansi()
         if self.render_mode == "rgb_array":
@@ -288,7 +318,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         for c in range(cols):
             busy = c * per_cell < used
             img[4:28, c * cw + 1 : (c + 1) * cw - 1] = (40, 40, 40) if busy else (200, 220, 200)
-        v = self._view
+        v = sim.pending_view
         if v is not None and v.evals:
             evals = np.asarray(v.evals)
             lo, hi = float(evals.min()) - 0.05, float(evals.max()) + 0.05
@@ -310,23 +340,15 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
                 return int(arr.item()) == 1
         raise ValueError(f"action={action!r} is not allowed: 0 (continue) or 1 (stop and save)")
 
-    def _utility_reward(self, job: Any, stop: bool) -> float:
-        """V_{i+1} - V_i for a continue, 0 for a stop (see the class docstring).
+    def _utility_reward(self, jid: int, ckpt: int) -> float:
+        """V_{i+1} - V_i of continuing job ``jid`` after checkpoint ``ckpt`` (class docstring).
 
-        V_i delivers the best observed checkpoint up to i (the engine's
-        ``best_idx``); V_{i+1} the final checkpoint if i + 1 = K, else the best
-        observed up to i + 1 (checkpoints are drawn when the episode is built,
-        so the simulator knows it; the agent does not).
+        A stop pays 0: the job's value is what earlier decisions already paid.
+        The gains are tabulated at reset (checkpoints are drawn when the
+        episode is built, so the simulator knows them; the agent does not).
         """
-        if stop:
-            return 0.0  # the job's value is what earlier decisions already paid
-        i, best, true = job.ckpt_done, job.best_idx, self._true[job.jid]
-        if i + 1 >= job.n_ckpt:
-            q1 = true[-1]
-        else:
-            q1 = true[i] if job.obs_eval[i] > job.obs_eval[best] else true[best]
-        gain = q1 - true[best]
-        cost = self.gpu_hour_price * job.gpus * job.duration / job.n_ckpt
+        gain = self._gains[jid][ckpt - 1]
+        cost = self._costs[jid]
         self._return_parts["quality"] += gain
         self._return_parts["gpu_cost"] -= cost
         return gain - cost
@@ -337,50 +359,53 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         area = sim.jobs_area - self._last_jobs_area
         self._last_jobs_area = sim.jobs_area
         quality = 0.0
-        order = sim.finished_order
-        for jid in order[self._n_delivered :]:
-            quality += self._true[jid][sim.jobs[jid].delivered]
-        self._n_delivered = len(order)
+        ended = sim.finished_since(self._n_delivered)
+        for jid in ended:
+            quality += self._true[jid][sim.delivered_checkpoint(jid)]
+        self._n_delivered += len(ended)
         self._return_parts["time_in_system"] -= self.time_cost * area
         self._return_parts["quality"] += self.quality_weight * quality
         return -self.time_cost * area + self.quality_weight * quality
 
-    def _obs(self, view: JobView) -> dict[str, np.ndarray]:
-        obs: dict[str, np.ndarray] = {}
-        fields = self.obs_fields
-        if "job_type" in fields:
-            obs["job_type"] = _ONE_HOT[view.job_type].copy()
-        if "evals" in fields:
-            obs["evals"] = self._padded(view.evals, _EVAL_BOUND, -_EVAL_BOUND)
-        if "consecutive_declines" in fields:
-            obs["consecutive_declines"] = np.array([view.consecutive_declines], np.float32)
-        if "progress" in fields:
-            obs["progress"] = np.array([view.progress], np.float32)
-        if "loss" in fields:
-            obs["loss"] = self._padded(view.loss, _LOSS_BOUND, 0.0)
-        return obs
+    def _obs(self, jid: int, ckpt: int) -> dict[str, np.ndarray]:
+        """Job ``jid``'s observation after checkpoint ``ckpt``: a copy of its tabulated row."""
+        block = self._blocks[jid // _ROW_BLOCK]
+        if block is None:
+            block = self._build_block(jid // _ROW_BLOCK)
+        return self._split(block[jid % _ROW_BLOCK, ckpt - 1].copy())
 
-    def _padded(self, values: tuple[float, ...], hi: float, lo: float) -> np.ndarray:
-        # [v_1 .. v_W, m_1 .. m_W]: values right-aligned (newest last), then the mask.
-        w = self.window
-        out = np.zeros(2 * w, np.float32)
-        n = len(values)
-        if n:
-            out[w - n : w] = values
-            out[2 * w - n :] = 1.0
-            if max(values) > hi or min(values) < lo:  # rare: clip only when needed
-                np.clip(out[:w], lo, hi, out=out[:w])
-        return out
+    def _split(self, row: np.ndarray) -> dict[str, np.ndarray]:
+        """The observation dict of a row: one view of ``row`` per field."""
+        return {f: row[a:b] for f, a, b in self._slices}
+
+    def _build_block(self, index: int) -> np.ndarray:
+        """Tabulate the observation rows of the index-th block of jobs."""
+        sim = self.sim
+        assert sim is not None
+        sl = slice(index * _ROW_BLOCK, (index + 1) * _ROW_BLOCK)
+        c = sim.curves
+        block = observation_rows(
+            self.obs_fields,
+            sim.batch.job_type[sl],
+            c.obs_eval[sl],
+            c.loss[sl],
+            self.window,
+            len(JOB_TYPES),
+            _BOUNDS,
+        )
+        self._blocks[index] = block
+        return block
 
     def _info(self) -> dict[str, Any]:
         sim = self.sim
         assert sim is not None
+        # The simulator keeps these as Python float and ints: no conversion needed.
         return {
-            "time_h": float(sim.now),
-            "free_gpus": int(sim.free),
-            "jobs_in_system": int(sim.n_in_system),
-            "jobs_done": int(sim.n_done),
-            "decisions": int(sim.n_decisions),
+            "time_h": sim.now,
+            "free_gpus": sim.free,
+            "jobs_in_system": sim.n_in_system,
+            "jobs_done": sim.n_done,
+            "decisions": sim.n_decisions,
         }
 
     def episode_metrics(self) -> dict[str, float]:
@@ -405,9 +430,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         lines = [
             f"t = {sim.now:8.2f} h   GPUs [{bar}] {used}/{g} busy",
             f"jobs: {sim.n_in_system} in system, {sim.n_waiting} waiting, "
-            f"{sim.n_done}/{len(sim.jobs)} done, {sim.n_decisions} decisions",
+            f"{sim.n_done}/{sim.n_jobs} done, {sim.n_decisions} decisions",
         ]
-        v = self._view
+        v = sim.pending_view
         if v is None:
             lines.append("episode over")
         else:

@@ -62,6 +62,7 @@ class SimConfig:
     curves: str | None = None
 
     def __post_init__(self) -> None:
+        """Validate every field at construction (ConfigError names the field)."""
         if not _is_int(self.num_gpus) or self.num_gpus < 1:
             raise ConfigError("num_gpus", self.num_gpus, "an integer >= 1")
         if self.scheduler not in SCHEDULERS:
@@ -103,6 +104,7 @@ class SimConfig:
 
     # -- resolved views -------------------------------------------------------
     def resolved_workload(self) -> Workload:
+        """The workload preset with this config's overrides applied."""
         return with_overrides(
             get_workload(self.workload),
             hack_fraction=self.hack_fraction,
@@ -111,16 +113,20 @@ class SimConfig:
         )
 
     def resolved_calibration(self) -> Calibration:
+        """The Calibration object this config names."""
         return get_calibration(self.calibration)
 
     def resolved_eval_noise(self) -> float:
+        """The eval-noise standard deviation in force (the calibration's unless overridden)."""
         if self.eval_noise is not None:
             return float(self.eval_noise)
         return 0.0 if self.curves is not None else float(self.resolved_calibration().eval_noise)
 
     def resolved_eval_window(self) -> int:
+        """W, the number of past evals and losses a policy sees."""
         k = self.resolved_calibration().evals_per_job
         return k if self.eval_window is None else self.eval_window
 
     def make_scheduler(self) -> Scheduler:
+        """A fresh instance of the configured base scheduler."""
         return make_scheduler(self.scheduler, **self.scheduler_options)

@@ -35,90 +35,15 @@ import numpy as np
 from ..errors import ConfigError
 from .boundary import JobView, make_view
 from .config import SimConfig
+from .job import DONE, RUNNING, WAITING, Job
 from .metrics import EpisodeRecord, episode_metrics
 from .synthetic_curves import Curves, sample_curves
 from .workloads import JobBatch, generate_jobs, trace_jobs
 
 # Heap event kinds.  At equal times the counter keeps insertion order.
 ARRIVAL, CHECKPOINT = 0, 1
-# Job states.
-PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 
 Stopper = Callable[[JobView], Any]
-
-
-class Job:
-    """A job inside the simulator.  Policies never see this object."""
-
-    __slots__ = (
-        "jid",
-        "job_type",
-        "gpus",
-        "arrival",
-        "duration",
-        "estimate",
-        "hacking",
-        "peak_progress",
-        "n_ckpt",
-        "obs_eval",
-        "loss",
-        "state",
-        "work_done",
-        "seg_start",
-        "ckpt_done",
-        "epoch",
-        "run_ver",
-        "declines",
-        "best_idx",
-        "first_start",
-        "finish",
-        "stopped",
-        "preemptions",
-        "gpu_hours",
-    )
-
-    def __init__(
-        self,
-        jid: int,
-        job_type: int,
-        gpus: int,
-        arrival: float,
-        duration: float,
-        estimate: float,
-        hacking: bool,
-        peak_progress: float,
-        obs_eval: list[float],
-        loss: list[float],
-    ) -> None:
-        self.jid = jid
-        self.job_type = job_type
-        self.gpus = gpus
-        self.arrival = arrival
-        self.duration = duration
-        self.estimate = estimate
-        self.hacking = hacking
-        self.peak_progress = peak_progress
-        self.n_ckpt = len(obs_eval)
-        self.obs_eval = obs_eval
-        self.loss = loss
-        self.state = PENDING
-        self.work_done = 0.0
-        self.seg_start = 0.0
-        self.ckpt_done = 0
-        self.epoch = 0
-        self.run_ver = 0
-        self.declines = 0
-        self.best_idx = -1
-        self.first_start = math.nan
-        self.finish = math.nan
-        self.stopped = False
-        self.preemptions = 0
-        self.gpu_hours = 0.0
-
-    @property
-    def delivered(self) -> int:
-        """Index of the delivered checkpoint: the best observed if stopped, else the final."""
-        return self.best_idx if self.stopped else self.n_ckpt - 1
 
 
 @dataclass(frozen=True)
@@ -132,6 +57,7 @@ class Event:
 
 
 def _neg(key: Any) -> Any:
+    """Negate a key (or each element of a tuple key) for a max-heap."""
     return tuple(-x for x in key) if isinstance(key, tuple) else -key
 
 
@@ -154,6 +80,7 @@ class Simulator:
         record_events: bool = False,
         jobs: tuple[JobBatch, Curves] | None = None,
     ) -> None:
+        """Draw (or take) the episode's jobs and curves and queue their arrivals."""
         self.config = config
         self.seed = seed
         self.num_gpus = config.num_gpus
@@ -222,7 +149,7 @@ class Simulator:
         self._n_waiting = 0
         self._running: list[tuple[Any, int, int]] = []  # max-heap by key (preemptive only)
         self._pending: Job | None = None
-        self.finished_order: list[int] = []
+        self._finished: list[int] = []
         self.events: list[Event] | None = [] if record_events else None
         for job in self.jobs:
             self._push(job.arrival, ARRIVAL, job)
@@ -245,11 +172,35 @@ class Simulator:
     # ------------------------------------------------------------------ public
     @property
     def done(self) -> bool:
+        """Whether every job has finished or been stopped (the episode is over)."""
         return self._pending is None and self.n_done == len(self.jobs)
 
     @property
+    def n_jobs(self) -> int:
+        """Jobs in the episode."""
+        return len(self.jobs)
+
+    @property
     def n_waiting(self) -> int:
+        """Jobs queued for GPUs now."""
         return self._n_waiting
+
+    @property
+    def finished_order(self) -> tuple[int, ...]:
+        """Ids of the jobs that have ended (finished or stopped), in the order they ended."""
+        return tuple(self._finished)
+
+    def finished_since(self, start: int) -> list[int]:
+        """Ids of the jobs that ended after the first ``start`` ones, in the order they ended."""
+        return self._finished[start:]
+
+    def checkpoints_done(self, jid: int) -> int:
+        """Eval checkpoints job ``jid`` has reported so far."""
+        return self.jobs[jid].ckpt_done
+
+    def delivered_checkpoint(self, jid: int) -> int:
+        """Index of the checkpoint job ``jid`` delivers (only meaningful once it has ended)."""
+        return self.jobs[jid].delivered
 
     @property
     def pending_view(self) -> JobView | None:
@@ -258,6 +209,7 @@ class Simulator:
 
     @property
     def pending_job_id(self) -> int | None:
+        """Id of the job awaiting a decision, if any."""
         return None if self._pending is None else self._pending.jid
 
     def advance(self) -> JobView | None:
@@ -269,6 +221,15 @@ class Simulator:
 
         Raises:
             RuntimeError: a decision is still pending (call :meth:`decide`).
+        """
+        jid = self.next_decision()
+        return None if jid is None else make_view(self.jobs[jid], self.window)
+
+    def next_decision(self) -> int | None:
+        """Like :meth:`advance`, but return only the job's id (no view is built).
+
+        For callers that build their own observation of the job, e.g. the
+        Gymnasium env, which reads it from per-episode tables.
         """
         if self._pending is not None:
             raise RuntimeError("a decision is pending: call decide() before advance()")
@@ -288,7 +249,7 @@ class Simulator:
                 continue
             if self._checkpoint(job):
                 self._pending = job
-                return make_view(job, self.window)
+                return jid
         return None
 
     def decide(self, stop: Any) -> None:
@@ -371,7 +332,7 @@ class Simulator:
             q = self._waiting[d] = []
             self._demands.append(d)
             self._demands.sort()
-        heapq.heappush(q, (self.scheduler.key(job), job.jid))
+        heapq.heappush(q, (self.scheduler.key(job.status), job.jid))
         self._n_waiting += 1
 
     def _best_waiting(self, max_gpus: float) -> tuple[tuple[Any, int], int] | None:
@@ -387,7 +348,7 @@ class Simulator:
 
     def _push_running(self, job: Job) -> None:
         job.run_ver += 1
-        heapq.heappush(self._running, (_neg(self.scheduler.key(job)), job.jid, job.run_ver))
+        heapq.heappush(self._running, (_neg(self.scheduler.key(job.status)), job.jid, job.run_ver))
 
     def _start(self, job: Job) -> None:
         job.state = RUNNING
@@ -409,6 +370,7 @@ class Simulator:
     def _preempt(self, job: Job) -> None:
         ran = self.now - job.seg_start
         job.work_done += ran
+        job.status._work_done = job.work_done
         job.gpu_hours += job.gpus * ran
         job.epoch += 1  # invalidates its pending checkpoint event
         job.preemptions += 1
@@ -423,6 +385,10 @@ class Simulator:
         job.seg_start = self.now
         i = job.ckpt_done = job.ckpt_done + 1
         job.work_done = job.duration * i / job.n_ckpt  # exact, no drift
+        st = job.status  # what the scheduler learns at a checkpoint
+        st._ckpt_done = i
+        st._work_done = job.work_done
+        st._losses.append(job.loss[i - 1])
         ev = job.obs_eval
         if i >= 2 and ev[i - 1] < ev[i - 2]:
             job.declines += 1
@@ -446,7 +412,7 @@ class Simulator:
         self.free += job.gpus
         self.n_in_system -= 1
         self.n_done += 1
-        self.finished_order.append(job.jid)
+        self._finished.append(job.jid)
         self._log("stop" if stopped else "complete", job)
 
     def _schedule(self) -> None:

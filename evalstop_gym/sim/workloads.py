@@ -61,6 +61,7 @@ class TypeProfile:
     duration_log_sd: float
 
     def mean_gpu_hours(self) -> float:
+        """E[GPUs x duration] of one job of this type, in closed form (log-normal mean)."""
         mean_g = float(np.dot(self.gpus, self.gpu_probs))
         return mean_g * self.duration_median_h * math.exp(self.duration_log_sd**2 / 2)
 
@@ -95,6 +96,7 @@ class Workload:
     profiles: tuple[TypeProfile, TypeProfile, TypeProfile] = field(default=DEFAULT_PROFILES)
 
     def __post_init__(self) -> None:
+        """Validate every field (ConfigError names the field)."""
         mix = self.type_mix
         if len(mix) != 3 or any(m < 0 for m in mix) or not math.isclose(sum(mix), 1.0):
             raise ConfigError(
@@ -130,6 +132,7 @@ def check_fits(workload: Workload, num_gpus: int) -> None:
 
 
 def check_fraction(name: str, value: float) -> None:
+    """Raise ConfigError unless ``value`` is a fraction in [0, 1]."""
     if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
         raise ConfigError(name, value, "a fraction in [0, 1]")
 
@@ -149,6 +152,7 @@ TRACE_TYPE_MIX = WORKLOADS["heavy-rlhf"].type_mix
 
 
 def get_workload(name: str | Workload) -> Workload:
+    """Return a registered workload preset by name (or pass one through)."""
     if isinstance(name, Workload):
         return name
     if name not in WORKLOADS:
@@ -172,6 +176,7 @@ class JobBatch:
     hacking: np.ndarray
 
     def __len__(self) -> int:
+        """Number of jobs."""
         return len(self.arrival_h)
 
 
