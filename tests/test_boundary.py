@@ -9,7 +9,7 @@ import pytest
 from conftest import hand_jobs
 
 from evalstop_gym import BOUNDARY_FIELDS, HIDDEN_FIELDS, SCHEDULERS, JobView, SimConfig, Simulator
-from evalstop_gym.sim.job import Job, SchedulingView
+from evalstop_gym.sim.job import JobRecord, SchedulingView
 
 BUILTIN_SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
 
@@ -41,7 +41,7 @@ def test_views_reach_no_simulator_object_and_match_observations() -> None:
         assert not hasattr(view, "__dict__")
         assert type(view) is JobView
         for o in _reachable(view):
-            assert not isinstance(o, Job | Simulator)
+            assert not isinstance(o, JobRecord | Simulator)
             assert isinstance(o, int | float | tuple | JobView)
         jid = sim.pending_job_id
         i = sim.checkpoints_done(jid)
@@ -90,7 +90,7 @@ def test_schedulers_get_a_read_only_view_that_reaches_no_hidden_field(name: str)
     hidden = {*durations, 0.37, 0.41, 0.111, 0.222, 0.333, 0.444}
     for view, reach, numbers, done, observed_loss in seen:
         assert type(view) is SchedulingView
-        assert not any(isinstance(o, Job | Simulator | np.ndarray | dict) for o in reach)
+        assert not any(isinstance(o, JobRecord | Simulator | np.ndarray | dict) for o in reach)
         assert all(isinstance(o, int | float | list | SchedulingView) for o in reach)
         assert not hidden & numbers, (view, hidden & numbers)
         # Only the losses reported so far, never a future one.

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import evalstop_gym.envs.evalstop as env_module
-from evalstop_gym.envs.tables import best_so_far, consecutive_declines
+from evalstop_gym.sim.checkpoints import best_so_far, consecutive_declines
 
 # Small integer grids make ties (and hence the strict comparisons) frequent.
 curves = st.integers(1, 6).flatmap(

@@ -15,29 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def best_so_far(obs_eval: np.ndarray) -> np.ndarray:
-    """Index of the best observed checkpoint after each checkpoint, shape (n, K).
-
-    As the engine keeps it: the first checkpoint, then a later one only when
-    strictly better (so ties and NaN keep the earlier one).
-    """
-    n, k = obs_eval.shape
-    best = np.zeros((n, k), dtype=np.int64)
-    rows = np.arange(n)
-    for c in range(1, k):
-        prev = best[:, c - 1]
-        best[:, c] = np.where(obs_eval[:, c] > obs_eval[rows, prev], c, prev)
-    return best
-
-
-def consecutive_declines(obs_eval: np.ndarray) -> np.ndarray:
-    """Evals in a row lower than the one before, after each checkpoint, shape (n, K)."""
-    n, k = obs_eval.shape
-    dec = np.zeros((n, k), dtype=np.int64)
-    for c in range(1, k):
-        dec[:, c] = np.where(obs_eval[:, c] < obs_eval[:, c - 1], dec[:, c - 1] + 1, 0)
-    return dec
+from ..sim.checkpoints import best_so_far, consecutive_declines
 
 
 def field_widths(window: int, n_types: int) -> dict[str, int]:

@@ -1,22 +1,24 @@
 """A job inside the simulator, and the read-only view of it that schedulers get.
 
-:class:`Job` is the engine's record of one job, hidden fields included (true
+The engine keeps every job's state as columns (hidden fields included: true
 duration, hack label, true peak, every checkpoint's eval and loss drawn in
-advance).  Nothing outside the engine and the end-of-episode metrics reads it.
+advance); :class:`JobRecord` is a snapshot of one job's row, for tests and
+debugging.  Nothing outside the engine and the end-of-episode metrics reads
+the hidden fields.
 
 :class:`SchedulingView` is what a base scheduler's :meth:`~evalstop_gym.sim.
 schedulers.Scheduler.key` receives: what a real platform knows about a job
 (its GPU demand, arrival, declared checkpoints, the duration *estimate* the
 user gave, the time it has run and the losses it has reported so far).  The
-engine creates one per job and keeps it up to date; it holds copies of those
-numbers and no reference to the :class:`Job`, so the hidden fields are not
-reachable from it, and its public attributes are read-only.
+engine creates one per job when it arrives and keeps it up to date; it holds
+copies of those numbers and no reference to the engine, so the hidden fields
+are not reachable from it, and its public attributes are read-only.
 """
 
 from __future__ import annotations
 
-import math
 from operator import attrgetter
+from typing import NamedTuple
 
 # Job states.
 PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
@@ -88,77 +90,33 @@ class SchedulingView:
         )
 
 
-class Job:
-    """The engine's record of one job, hidden fields included.  Policies never see it."""
+class JobRecord(NamedTuple):
+    """A snapshot of one job inside the simulator, hidden fields included.
 
-    __slots__ = (
-        "arrival",
-        "best_idx",
-        "ckpt_done",
-        "declines",
-        "duration",
-        "epoch",
-        "estimate",
-        "finish",
-        "first_start",
-        "gpu_hours",
-        "gpus",
-        "hacking",
-        "jid",
-        "job_type",
-        "loss",
-        "n_ckpt",
-        "obs_eval",
-        "peak_progress",
-        "preemptions",
-        "run_ver",
-        "seg_start",
-        "state",
-        "status",
-        "stopped",
-        "work_done",
-    )
+    The engine keeps jobs as columns; :meth:`Simulator.job
+    <evalstop_gym.sim.engine.Simulator.job>` copies one job's fields into
+    this record for tests, debugging and analysis.  Policies never see it.
+    """
 
-    def __init__(
-        self,
-        jid: int,
-        job_type: int,
-        gpus: int,
-        arrival: float,
-        duration: float,
-        estimate: float,
-        hacking: bool,
-        peak_progress: float,
-        obs_eval: list[float],
-        loss: list[float],
-    ) -> None:
-        """A pending job with its hidden and visible fields."""
-        self.jid = jid
-        self.job_type = job_type
-        self.gpus = gpus
-        self.arrival = arrival
-        self.duration = duration
-        self.estimate = estimate
-        self.hacking = hacking
-        self.peak_progress = peak_progress
-        self.n_ckpt = len(obs_eval)
-        self.obs_eval = obs_eval
-        self.loss = loss
-        self.state = PENDING
-        self.work_done = 0.0
-        self.seg_start = 0.0
-        self.ckpt_done = 0
-        self.epoch = 0
-        self.run_ver = 0
-        self.declines = 0
-        self.best_idx = -1
-        self.first_start = math.nan
-        self.finish = math.nan
-        self.stopped = False
-        self.preemptions = 0
-        self.gpu_hours = 0.0
-        #: The scheduler's view, kept in step by the engine (see SchedulingView).
-        self.status = SchedulingView(jid, gpus, arrival, estimate, self.n_ckpt)
+    jid: int
+    job_type: int
+    gpus: int
+    arrival: float
+    duration: float
+    estimate: float
+    hacking: bool
+    peak_progress: float
+    n_ckpt: int
+    state: int
+    work_done: float
+    ckpt_done: int
+    declines: int
+    best_idx: int
+    first_start: float
+    finish: float
+    stopped: bool
+    preemptions: int
+    gpu_hours: float
 
     @property
     def delivered(self) -> int:
