@@ -7,9 +7,12 @@ sample) and returns, per case, the exact metrics (as ``float.hex``) and a
 SHA-256 digest of every observation, reward, flag and ``info`` of every step.
 
 The stored fixture ``tests/data/golden_episodes.json`` was written from the
-engine of commit 1524925 (before the speed work of issue #15) with::
+engine of commit 1524925 (before the speed work of issue #15): with a git
+worktree of that commit at REF, from the root of this repository::
 
-    PYTHONPATH=. python tests/golden_episodes.py
+    PYTHONPATH=REF python tests/golden_episodes.py
+
+(the script uses only the public API, which that commit already had).
 
 Regenerate it only for a deliberate change of results, and say so in the commit.
 """
@@ -76,6 +79,18 @@ def _sim_case(seed: int, **cfg: Any) -> dict[str, Any]:
     return {"metrics": _hex_metrics(m), "events": h.hexdigest()}
 
 
+def _arrays_case(seed: int, **cfg: Any) -> dict[str, Any]:
+    """Digest of every drawn array of an episode (jobs and curves, hidden ones included)."""
+    sim = Simulator(SimConfig(**cfg), seed)
+    b, c = sim.batch, sim.curves
+    h = hashlib.sha256()
+    for a in (b.arrival_h, b.job_type, b.gpus, b.duration_h, b.estimate_h, b.hacking):
+        h.update(np.ascontiguousarray(a).tobytes())
+    for a in (c.progress, c.true_eval, c.obs_eval, c.loss, c.proxy, c.peak_progress):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return {"metrics": {}, "arrays": h.hexdigest()}
+
+
 def collect() -> dict[str, dict[str, Any]]:
     """Run every golden case and return its results."""
     assert evalstop_gym  # registers EvalStop-v0
@@ -94,6 +109,9 @@ def collect() -> dict[str, dict[str, Any]]:
     )
     out["env-philly-sample"] = _env_case(10, 0.1, trace=SAMPLE_TRACE, num_gpus=32)
     out["sim-512-gpus"] = _sim_case(11, n_jobs=300, num_gpus=512, load=1.2)
+    out["arrays-paper"] = _arrays_case(12)
+    out["arrays-realistic"] = _arrays_case(13, calibration="realistic", workload="balanced")
+    out["arrays-philly-sample"] = _arrays_case(14, trace=SAMPLE_TRACE)
     return out
 
 

@@ -265,10 +265,11 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     def _build_tables(self, sim: Simulator) -> None:
         """Per-episode lookups (see :mod:`evalstop_gym.envs.tables`)."""
         c, b = sim.curves, sim.batch
-        self._true = c.true_eval.tolist()  # list rows: fast per-step reads
+        if self.reward_mode == "system":
+            self._true = c.true_eval.tolist()  # list rows: fast reads at each job's end
         self._blocks = [None] * (-(-len(b) // _ROW_BLOCK))
         if self.reward_mode == "utility":
-            self._gains = continue_gains(c.true_eval, c.obs_eval).tolist()
+            self._gains = continue_gains(c.true_eval, sim.best_observed).tolist()
             k = c.obs_eval.shape[1]
             # The same float operations, in the same order, as price * gpus * T / K.
             self._costs = (self.gpu_hour_price * b.gpus * b.duration_h / k).tolist()
@@ -387,6 +388,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         block = observation_rows(
             self.obs_fields,
             sim.batch.job_type[sl],
+            sim.declines[sl],
             c.obs_eval[sl],
             c.loss[sl],
             self.window,

@@ -13,9 +13,9 @@ env bit for bit against the per-step construction it replaced.
 
 from __future__ import annotations
 
-import numpy as np
+import functools
 
-from ..sim.checkpoints import best_so_far, consecutive_declines
+import numpy as np
 
 
 def field_widths(window: int, n_types: int) -> dict[str, int]:
@@ -29,22 +29,51 @@ def field_widths(window: int, n_types: int) -> dict[str, int]:
     }
 
 
-def _windowed(values: np.ndarray, window: int, lo: float, hi: float) -> np.ndarray:
-    """(n, K, 2W) float32: the last W values right-aligned and zero-padded, then the mask."""
+@functools.lru_cache(maxsize=64)
+def _row_layout(fields: tuple[str, ...], window: int, k: int, n_types: int) -> np.ndarray:
+    """(K, D) column indices into the source matrix built by :func:`observation_rows`.
+
+    Source columns: the one-hot type, the evals padded with W zeros on the
+    left, the losses likewise, the declines, the progress, a 0 and a 1.
+    """
+    off_ev = n_types
+    off_loss = off_ev + window + k
+    off_dec = off_loss + window + k
+    off_prog = off_dec + k
+    zero, one = off_prog + k, off_prog + k + 1
+    rows = []
+    for c in range(k):  # after checkpoint c + 1
+        row: list[int] = []
+        for f in fields:
+            if f == "job_type":
+                row += range(n_types)
+            elif f in ("evals", "loss"):
+                off = off_ev if f == "evals" else off_loss
+                # The last W values, right-aligned: padded positions c+1 .. c+W.
+                row += [off + c + 1 + s for s in range(window)]
+                row += [one if c + 1 + s >= window else zero for s in range(window)]
+            elif f == "consecutive_declines":
+                row.append(off_dec + c)
+            elif f == "progress":
+                row.append(off_prog + c)
+        rows.append(row)
+    return np.asarray(rows, dtype=np.intp)
+
+
+def _padded(values: np.ndarray, window: int, lo: float, hi: float) -> np.ndarray:
+    """(n, W + K) float32: W zeros, then the values (cast as the per-step code did), clipped."""
     n, k = values.shape
-    out = np.zeros((n, k, 2 * window), dtype=np.float32)
-    v32 = values.astype(np.float32)
-    for d in range(min(window, k)):
-        # After checkpoint c + 1, slot W-1-d holds the value of checkpoint c - d.
-        out[:, d:, window - 1 - d] = v32[:, : k - d]
-        out[:, d:, 2 * window - 1 - d] = 1.0
-    np.clip(out[:, :, :window], lo, hi, out=out[:, :, :window])
-    return out
+    padded = np.zeros((n, window + k), dtype=np.float32)
+    padded[:, window:] = values
+    if padded.size and (padded.max() > hi or padded.min() < lo):  # rare: clip only when needed
+        np.clip(padded, lo, hi, out=padded)
+    return padded
 
 
 def observation_rows(
     fields: tuple[str, ...],
     job_type: np.ndarray,
+    declines: np.ndarray,
     obs_eval: np.ndarray,
     loss: np.ndarray,
     window: int,
@@ -54,35 +83,33 @@ def observation_rows(
     """(n, K, D) float32: row [j, i - 1] is job j's observation after checkpoint i.
 
     The row concatenates ``fields`` in order, with the widths of
-    :func:`field_widths`.
+    :func:`field_widths`; ``declines`` is the engine's table of consecutive
+    declines (n, K).  Built as one gather from a small per-job source matrix.
     """
     n, k = obs_eval.shape
-    parts = []
-    for f in fields:
-        if f == "job_type":
-            onehot = np.eye(n_types, dtype=np.float32)[job_type]
-            parts.append(np.broadcast_to(onehot[:, None, :], (n, k, n_types)))
-        elif f == "evals":
-            parts.append(_windowed(obs_eval, window, *bounds["evals"]))
-        elif f == "consecutive_declines":
-            parts.append(consecutive_declines(obs_eval).astype(np.float32)[:, :, None])
-        elif f == "progress":
-            progress = (np.arange(1, k + 1) / k).astype(np.float32)
-            parts.append(np.broadcast_to(progress[None, :, None], (n, k, 1)))
-        elif f == "loss":
-            parts.append(_windowed(loss, window, *bounds["loss"]))
-    return np.ascontiguousarray(np.concatenate(parts, axis=2))
+    source = np.concatenate(
+        [
+            np.eye(n_types, dtype=np.float32)[job_type],
+            _padded(obs_eval, window, *bounds["evals"]),
+            _padded(loss, window, *bounds["loss"]),
+            declines.astype(np.float32),
+            np.broadcast_to((np.arange(1, k + 1) / k).astype(np.float32), (n, k)),
+            np.broadcast_to(np.array([0.0, 1.0], np.float32), (n, 2)),
+        ],
+        axis=1,
+    )
+    return source[:, _row_layout(fields, window, k, n_types)]
 
 
-def continue_gains(true_eval: np.ndarray, obs_eval: np.ndarray) -> np.ndarray:
+def continue_gains(true_eval: np.ndarray, best: np.ndarray) -> np.ndarray:
     """(n, K) quality change of continuing after checkpoint i (column i - 1).
 
-    V_i delivers the best observed checkpoint up to i; V_{i+1} the final one
-    if i + 1 = K, else the best observed up to i + 1.  The last column (no
-    decision after the final checkpoint) is 0.
+    V_i delivers the best observed checkpoint up to i (``best``, the engine's
+    table, column i - 1); V_{i+1} the final one if i + 1 = K, else the best
+    observed up to i + 1.  The last column (no decision after the final
+    checkpoint) is 0.
     """
     n, k = true_eval.shape
-    best = best_so_far(obs_eval)
     rows = np.arange(n)[:, None]
     now = true_eval[rows, best]
     gains = np.zeros((n, k))

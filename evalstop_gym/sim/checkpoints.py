@@ -21,18 +21,22 @@ def best_so_far(obs_eval: np.ndarray) -> np.ndarray:
     "the best checkpoint so far" holds after checkpoint i.
     """
     n, k = obs_eval.shape
-    best = np.zeros((n, k), dtype=np.int64)
-    rows = np.arange(n)
+    ev = np.ascontiguousarray(obs_eval.T)  # checkpoint-major: each step is one contiguous row
+    best = np.zeros((k, n), dtype=np.int64)
+    best_value = ev[0].copy()
     for c in range(1, k):
-        prev = best[:, c - 1]
-        best[:, c] = np.where(obs_eval[:, c] > obs_eval[rows, prev], c, prev)
-    return best
+        better = ev[c] > best_value
+        best[c] = best[c - 1]
+        best[c][better] = c
+        np.copyto(best_value, ev[c], where=better)
+    return best.T
 
 
 def consecutive_declines(obs_eval: np.ndarray) -> np.ndarray:
     """Evals in a row lower than the one before, after each checkpoint, shape (n, K)."""
     n, k = obs_eval.shape
-    dec = np.zeros((n, k), dtype=np.int64)
+    ev = np.ascontiguousarray(obs_eval.T)
+    dec = np.zeros((k, n), dtype=np.int64)
     for c in range(1, k):
-        dec[:, c] = np.where(obs_eval[:, c] < obs_eval[:, c - 1], dec[:, c - 1] + 1, 0)
-    return dec
+        np.add(dec[c - 1], 1, out=dec[c], where=ev[c] < ev[c - 1])
+    return dec.T

@@ -170,12 +170,15 @@ class Simulator:
         self._arrival: list[float] = b.arrival_h.tolist()
         self._duration: list[float] = b.duration_h.tolist()
         self._estimate: list[float] = b.estimate_h.tolist()
-        # Rows as tuples: a window slice of a row is then already a tuple.
-        self._obs_eval: list[tuple[float, ...]] = list(map(tuple, c.obs_eval.tolist()))
-        self._loss: list[tuple[float, ...]] = list(map(tuple, c.loss.tolist()))
+        self._loss: list[list[float]] = c.loss.tolist()  # what schedulers learn, one a checkpoint
+        # Rows for JobViews, built on the first view (callers such as the env never need them).
+        self._view_rows: tuple[list[tuple[float, ...]], list[tuple[float, ...]], list[list[int]]]
+        self._view_rows = None  # type: ignore[assignment]
         # Policy-independent per-checkpoint bookkeeping, tabulated (see checkpoints.py).
-        self._best_tab: list[list[int]] = best_so_far(c.obs_eval).tolist()
-        self._declines_tab: list[list[int]] = consecutive_declines(c.obs_eval).tolist()
+        #: (n, K) best observed checkpoint after each checkpoint.
+        self.best_observed = best_so_far(c.obs_eval)
+        #: (n, K) consecutive eval declines after each checkpoint.
+        self.declines = consecutive_declines(c.obs_eval)
         self._state = [PENDING] * n
         self._work = [0.0] * n  # hours run so far
         self._seg_start = [0.0] * n  # start of the current run segment
@@ -241,7 +244,7 @@ class Simulator:
     def _best_idx(self, jid: int) -> int:
         """The best observed checkpoint of job ``jid`` so far (-1 before its first)."""
         i = self._ckpt[jid]
-        return self._best_tab[jid][i - 1] if i else -1
+        return int(self.best_observed[jid, i - 1]) if i else -1
 
     def job(self, jid: int) -> JobRecord:
         """A snapshot of job ``jid``, hidden fields included (tests, debugging, analysis)."""
@@ -259,7 +262,7 @@ class Simulator:
             state=self._state[jid],
             work_done=self._work[jid],
             ckpt_done=self._ckpt[jid],
-            declines=self._declines_tab[jid][self._ckpt[jid] - 1] if self._ckpt[jid] else 0,
+            declines=int(self.declines[jid, self._ckpt[jid] - 1]) if self._ckpt[jid] else 0,
             best_idx=self._best_idx(jid),
             first_start=self._first_start[jid],
             finish=self._finish[jid],
@@ -399,7 +402,7 @@ class Simulator:
         """Per-job outcome arrays (hidden fields included) for metrics."""
         stopped = np.array(self._stopped, dtype=bool)
         ckpt_done = np.array(self._ckpt)
-        best = np.array(self._best_tab)[np.arange(len(ckpt_done)), np.maximum(ckpt_done - 1, 0)]
+        best = self.best_observed[np.arange(len(ckpt_done)), np.maximum(ckpt_done - 1, 0)]
         return EpisodeRecord(
             num_gpus=self.num_gpus,
             n_ckpt=self.n_ckpt,
@@ -428,17 +431,31 @@ class Simulator:
     # ---------------------------------------------------------------- internals
     def _view_of(self, jid: int) -> JobView:
         """Copy the whitelisted fields of job ``jid`` at its last checkpoint."""
+        rows = self._view_rows
+        if rows is None:
+            rows = self._view_rows = self._build_view_rows()
         i = self._ckpt[jid]
         lo = i - self.window if i > self.window else 0
         return _new_view(
             JobView,
             (
                 self._type[jid],
-                self._obs_eval[jid][lo:i],
-                self._declines_tab[jid][i - 1],
+                rows[0][jid][lo:i],
+                rows[2][jid][i - 1],
                 i / self.n_ckpt,
-                self._loss[jid][lo:i],
+                rows[1][jid][lo:i],
             ),
+        )
+
+    def _build_view_rows(
+        self,
+    ) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]], list[list[int]]]:
+        """Evals and losses as tuple rows (a window slice is then a tuple), and the declines."""
+        c = self.curves
+        return (
+            list(map(tuple, c.obs_eval.tolist())),
+            list(map(tuple, self._loss)),
+            self.declines.tolist(),
         )
 
     def _log(self, kind: str, jid: int) -> None:
