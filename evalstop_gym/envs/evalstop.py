@@ -244,6 +244,13 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draw a new episode from ``seed`` and run it to the first decision."""
         super().reset(seed=seed)
+        return self._split(self._reset_row().copy()), self._info()
+
+    def _reset_row(self) -> np.ndarray:
+        """Start an episode from ``self.np_random``; return the first observation row (no copy).
+
+        The core of :meth:`reset`, shared with the batched vector env.
+        """
         # Every draw of the episode comes from self.np_random: one integer seeds
         # the simulator's independent streams.
         sim_seed = int(self.np_random.integers(0, 2**63 - 1))
@@ -260,7 +267,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             self._collect_system_reward()  # time before the first decision is not the agent's
             self._return_parts["time_in_system"] = 0.0
             self._return_parts["quality"] = 0.0
-        return self._obs(jid, self._ckpt), self._info()
+        return self._row(jid, self._ckpt)
 
     def _build_tables(self, sim: Simulator) -> None:
         """Per-episode lookups (see :mod:`evalstop_gym.envs.tables`)."""
@@ -278,25 +285,34 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         self, action: Any
     ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply the decision on the pending job and run to the next decision."""
+        row, reward = self._step_row(self._parse_action(action))
+        info = self._info()
+        if row is None:
+            info["episode_metrics"] = self.episode_metrics()
+            return self._split(np.zeros(self._row_width, np.float32)), reward, True, False, info
+        return self._split(row.copy()), reward, False, False, info
+
+    def _step_row(self, stop: bool) -> tuple[np.ndarray | None, float]:
+        """Apply a decision; return the next observation row (no copy; None at the end) and the reward.
+
+        The core of :meth:`step`, shared with the batched vector env.
+        """
         sim = self.sim
         if sim is None:
             raise RuntimeError("step() called before reset(): call env.reset() first")
         jid = self._jid
         if jid is None:
             raise RuntimeError("step() called after the episode ended: call env.reset()")
-        stop = self._parse_action(action)
         if self.reward_mode == "utility":
             reward = 0.0 if stop else self._utility_reward(jid, self._ckpt)
         sim.decide(stop)
         jid = self._jid = sim.next_decision()
         if self.reward_mode == "system":
             reward = self._collect_system_reward()
-        info = self._info()
         if jid is None:
-            info["episode_metrics"] = self.episode_metrics()
-            return self._split(np.zeros(self._row_width, np.float32)), reward, True, False, info
+            return None, reward
         ckpt = self._ckpt = sim.checkpoints_done(jid)
-        return self._obs(jid, ckpt), reward, False, False, info
+        return self._row(jid, ckpt), reward
 
     def render(self) -> str | np.ndarray | None:
         """An ANSI text frame or an RGB picture of the cluster, per ``render_mode``."""
@@ -368,12 +384,12 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         self._return_parts["quality"] += self.quality_weight * quality
         return -self.time_cost * area + self.quality_weight * quality
 
-    def _obs(self, jid: int, ckpt: int) -> dict[str, np.ndarray]:
-        """Job ``jid``'s observation after checkpoint ``ckpt``: a copy of its tabulated row."""
+    def _row(self, jid: int, ckpt: int) -> np.ndarray:
+        """Job ``jid``'s tabulated observation row after checkpoint ``ckpt`` (a view: copy it)."""
         block = self._blocks[jid // _ROW_BLOCK]
         if block is None:
             block = self._build_block(jid // _ROW_BLOCK)
-        return self._split(block[jid % _ROW_BLOCK, ckpt - 1].copy())
+        return block[jid % _ROW_BLOCK, ckpt - 1]
 
     def _split(self, row: np.ndarray) -> dict[str, np.ndarray]:
         """The observation dict of a row: one view of ``row`` per field."""
