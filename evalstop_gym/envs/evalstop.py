@@ -236,7 +236,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         self._costs: list[float] = []
         self._last_jobs_area = 0.0
         self._n_delivered = 0
-        self._return_parts = {"quality": 0.0, "gpu_cost": 0.0, "time_in_system": 0.0}
+        # The return's components, accumulated step by step.
+        self._quality = self._gpu_cost = self._time_in_system = 0.0
 
     # ----------------------------------------------------------------- gym API
     def reset(
@@ -258,15 +259,15 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         self._build_tables(sim)
         self._last_jobs_area = 0.0
         self._n_delivered = 0
-        self._return_parts = {"quality": 0.0, "gpu_cost": 0.0, "time_in_system": 0.0}
+        # The return's components, accumulated step by step.
+        self._quality = self._gpu_cost = self._time_in_system = 0.0
         jid = self._jid = sim.next_decision()
         if jid is None:  # pragma: no cover - every job has >= 1 decision
             raise RuntimeError("the episode has no decision to make")
-        self._ckpt = sim.checkpoints_done(jid)
+        self._ckpt = sim.decision_checkpoint
         if self.reward_mode == "system":
             self._collect_system_reward()  # time before the first decision is not the agent's
-            self._return_parts["time_in_system"] = 0.0
-            self._return_parts["quality"] = 0.0
+            self._time_in_system = self._quality = 0.0
         return self._row(jid, self._ckpt)
 
     def _build_tables(self, sim: Simulator) -> None:
@@ -303,16 +304,30 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         jid = self._jid
         if jid is None:
             raise RuntimeError("step() called after the episode ended: call env.reset()")
-        if self.reward_mode == "utility":
-            reward = 0.0 if stop else self._utility_reward(jid, self._ckpt)
+        if self.reward_mode != "utility":
+            reward = 0.0
+        elif stop:
+            reward = 0.0  # the job's value is what earlier decisions already paid
+        else:
+            # V_{i+1} - V_i of continuing (class docstring), tabulated at reset:
+            # checkpoints are drawn when the episode is built, so the simulator
+            # knows them; the agent does not.
+            gain = self._gains[jid][self._ckpt - 1]
+            cost = self._costs[jid]
+            self._quality += gain
+            self._gpu_cost -= cost
+            reward = gain - cost
         sim.decide(stop)
         jid = self._jid = sim.next_decision()
         if self.reward_mode == "system":
             reward = self._collect_system_reward()
         if jid is None:
             return None, reward
-        ckpt = self._ckpt = sim.checkpoints_done(jid)
-        return self._row(jid, ckpt), reward
+        ckpt = self._ckpt = sim.decision_checkpoint
+        block = self._blocks[jid // _ROW_BLOCK]
+        if block is None:
+            block = self._build_block(jid // _ROW_BLOCK)
+        return block[jid % _ROW_BLOCK, ckpt - 1], reward
 
     def render(self) -> str | np.ndarray | None:
         """An ANSI text frame or an RGB picture of the cluster, per ``render_mode``."""
@@ -357,19 +372,6 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
                 return int(arr.item()) == 1
         raise ValueError(f"action={action!r} is not allowed: 0 (continue) or 1 (stop and save)")
 
-    def _utility_reward(self, jid: int, ckpt: int) -> float:
-        """V_{i+1} - V_i of continuing job ``jid`` after checkpoint ``ckpt`` (class docstring).
-
-        A stop pays 0: the job's value is what earlier decisions already paid.
-        The gains are tabulated at reset (checkpoints are drawn when the
-        episode is built, so the simulator knows them; the agent does not).
-        """
-        gain = self._gains[jid][ckpt - 1]
-        cost = self._costs[jid]
-        self._return_parts["quality"] += gain
-        self._return_parts["gpu_cost"] -= cost
-        return gain - cost
-
     def _collect_system_reward(self) -> float:
         sim = self.sim
         assert sim is not None
@@ -380,8 +382,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         for jid in ended:
             quality += self._true[jid][sim.delivered_checkpoint(jid)]
         self._n_delivered += len(ended)
-        self._return_parts["time_in_system"] -= self.time_cost * area
-        self._return_parts["quality"] += self.quality_weight * quality
+        self._time_in_system -= self.time_cost * area
+        self._quality += self.quality_weight * quality
         return -self.time_cost * area + self.quality_weight * quality
 
     def _row(self, jid: int, ckpt: int) -> np.ndarray:
@@ -432,9 +434,14 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         if sim is None or not sim.done:
             raise RuntimeError("episode_metrics() needs a finished episode")
         m = sim.metrics()
-        for k, v in self._return_parts.items():
+        parts = {
+            "quality": self._quality,
+            "gpu_cost": self._gpu_cost,
+            "time_in_system": self._time_in_system,
+        }
+        for k, v in parts.items():
             m[f"return_{k}"] = float(v)
-        m["return"] = float(sum(self._return_parts.values()))
+        m["return"] = float(sum(parts.values()))
         return m
 
     def _render_ansi(self) -> str:

@@ -90,6 +90,7 @@ class EvalStopVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.render_mode = None
         self._buf = np.zeros((num_envs, width), np.float32)
+        self._zero_row = np.zeros(width, np.float32)  # the terminal observation
         self._autoreset = [False] * num_envs
         self._started = False
 
@@ -121,31 +122,34 @@ class EvalStopVectorEnv(VectorEnv):
                 f"actions={actions!r}: an integer array of shape ({self.num_envs},) of 0 or 1"
             )
         stops = acts.tolist()
-        if any(a != 0 and a != 1 for a in stops):
+        if not set(stops) <= {0, 1}:
             raise ValueError(f"actions={actions!r}: every action is 0 (continue) or 1 (stop)")
-        buf, autoreset = self._buf, self._autoreset
+        autoreset = self._autoreset
+        rows: list[np.ndarray] = []
         rewards = [0.0] * self.num_envs
         terminated = [False] * self.num_envs
         infos: dict[str, Any] = {}
         for i, env in enumerate(self.envs):
             if autoreset[i]:
-                buf[i] = env._reset_row()
+                rows.append(env._reset_row())
                 autoreset[i] = False
                 continue
             row, rewards[i] = env._step_row(stops[i] == 1)
             if row is not None:
-                buf[i] = row
+                rows.append(row)
                 continue
             terminated[i] = True
             metrics = {"episode_metrics": env.episode_metrics()}
             if self.same_step:
-                final = self._single(np.zeros(buf.shape[1], np.float32))
+                final = self._single(self._zero_row.copy())
                 infos = self._add_info(infos, {"final_obs": final, "final_info": metrics}, i)
-                buf[i] = env._reset_row()
+                rows.append(env._reset_row())
             else:
                 infos = self._add_info(infos, metrics, i)
-                buf[i] = 0.0
+                rows.append(self._zero_row)
                 autoreset[i] = True
+        # One C call for the whole batch instead of N row assignments.
+        np.concatenate(rows, out=self._buf.reshape(-1))
         return (
             self._observation(),
             np.array(rewards),

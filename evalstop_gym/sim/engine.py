@@ -119,6 +119,8 @@ class Simulator:
         self._running: list[tuple[Any, int, int]] = []  # max-heap by key (preemptive only)
         self._compact_at = 64  # compact the running heap past this many entries
         self._pending = -1  # id of the job awaiting a decision, -1 if none
+        #: Checkpoints done by the job awaiting a decision (set with it).
+        self.decision_checkpoint = 0
         self._finished: list[int] = []
         self.events: list[Event] | None = [] if record_events else None
         # Arrivals are known in advance: instead of sitting in the event heap
@@ -350,6 +352,7 @@ class Simulator:
                 self._log("eval", jid)
             if i < self.n_ckpt:
                 self._pending = jid
+                self.decision_checkpoint = i
                 return jid
             self._finish_job(jid, stopped=False)
             self._schedule()
