@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +60,26 @@ class Event:
     kind: str  # arrival | start | eval | preempt | complete | stop
     jid: int
     free_gpus: int
+
+
+class _JobSnapshots(Sequence):  # type: ignore[type-arg]
+    """``Simulator.jobs``: ``jobs[i]`` is ``sim.job(i)`` at the time of indexing."""
+
+    def __init__(self, sim: Simulator) -> None:
+        """A live view of ``sim``'s jobs."""
+        self._sim = sim
+
+    def __len__(self) -> int:
+        """Number of jobs."""
+        return self._sim.n_jobs
+
+    def __getitem__(self, i: Any) -> Any:
+        """The snapshot of job ``i`` (or a list of them for a slice)."""
+        if isinstance(i, slice):
+            return [self._sim.job(j) for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"job {i} out of range ({len(self)} jobs)")
+        return self._sim.job(i % len(self))
 
 
 def _neg(key: Any) -> Any:
@@ -274,9 +294,9 @@ class Simulator:
         )
 
     @property
-    def jobs(self) -> list[JobRecord]:
-        """Snapshots of every job now (see :meth:`job`); built on each access."""
-        return [self.job(j) for j in range(len(self._state))]
+    def jobs(self) -> Sequence[JobRecord]:
+        """Every job, as a sequence of snapshots taken when indexed (see :meth:`job`)."""
+        return _JobSnapshots(self)
 
     @property
     def pending_view(self) -> JobView | None:
