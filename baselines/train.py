@@ -110,6 +110,7 @@ def train(
     verbose: int = 0,
     hyperparams: dict[str, Any] | None = None,
     keep_best: bool = True,
+    vec: str = "dummy",
 ) -> TrainResult:
     """Train a stopper on EvalStop-v0 and save it to ``out`` (a .zip).
 
@@ -132,7 +133,7 @@ def train(
     env_kwargs = {**zoo.get("env_kwargs", {}), **(env_kwargs or {})}
     out, log_dir = _output_paths(out)
     flatten = policy == "mlp"
-    venv, eval_env = _make_envs(env_kwargs, n_envs, seed, flatten, subproc, log_dir)
+    venv, eval_env = _make_envs(env_kwargs, n_envs, seed, flatten, subproc, log_dir, vec=vec)
     hp = {**load_hyperparams(algo), **(hyperparams or {})}
     model = _make_model(algo, hp, venv, seed, flatten, verbose, tensorboard, log_dir)
     callback = _eval_callback(
@@ -218,24 +219,42 @@ def _output_paths(out: str | Path) -> tuple[Path, Path]:
 
 
 def _make_envs(
-    env_kwargs: dict[str, Any], n_envs: int, seed: int, flatten: bool, subproc: bool, log_dir: Path
+    env_kwargs: dict[str, Any],
+    n_envs: int,
+    seed: int,
+    flatten: bool,
+    subproc: bool,
+    log_dir: Path,
+    *,
+    vec: str = "dummy",
 ) -> tuple[Any, Any]:
-    """The training vector env (with Monitor logs) and the one-env evaluation vector env."""
+    """The training vector env (with Monitor logs) and the one-env evaluation vector env.
+
+    ``vec="native"`` trains on N simulators batched in one process
+    (:mod:`baselines.native_vec`) instead of N wrapped envs.
+    """
     from gymnasium.wrappers import FlattenObservation
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     wrap = FlattenObservation if flatten else None
     make_env = functools.partial(_make_env, env_kwargs)  # picklable for SubprocVecEnv
-    venv = make_vec_env(
-        make_env,
-        n_envs=n_envs,
-        seed=seed,
-        wrapper_class=wrap,
-        monitor_dir=str(log_dir / "monitor"),
-        monitor_kwargs={"info_keywords": MONITOR_KEYWORDS},
-        vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
-    )
+    if vec == "native":
+        from .native_vec import make_native_venv
+
+        (log_dir / "monitor").mkdir(parents=True, exist_ok=True)
+        monitor = str(log_dir / "monitor" / "native")
+        venv = make_native_venv(n_envs, seed, flatten, env_kwargs, monitor, MONITOR_KEYWORDS)
+    else:
+        venv = make_vec_env(
+            make_env,
+            n_envs=n_envs,
+            seed=seed,
+            wrapper_class=wrap,
+            monitor_dir=str(log_dir / "monitor"),
+            monitor_kwargs={"info_keywords": MONITOR_KEYWORDS},
+            vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
+        )
     eval_env = make_vec_env(make_env, n_envs=1, seed=seed + EVAL_SEED_OFFSET, wrapper_class=wrap)
     return venv, eval_env
 

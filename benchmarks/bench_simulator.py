@@ -1,79 +1,158 @@
-"""Simulator throughput: events per second as the cluster and the job count grow.
+"""Simulator events per CPU second: this engine against a reference commit, and per-event cost.
 
-Prints figures; asserts nothing (speed targets live here, not in timed tests).
+    python benchmarks/bench_simulator.py [--ref 1524925] [--reps 3] [--philly PATH] [--quick]
 
-    python benchmarks/bench_simulator.py [--philly PATH] [--quick]
+Each measurement runs in a fresh subprocess (so both engines, which share a
+package name, can be timed in one run): one episode with EvalStop's k = 2
+rule, timed by that process's CPU time around ``Simulator.run`` only
+(building the episode is reported apart).  The reference engine is a
+``git worktree`` of ``--ref`` (the commit before issue #15's speed work),
+created under the system temp directory on first use.  Runs alternate
+reference / current, ``--reps`` times; ratios are of the best runs and the
+median of the per-round ratios.
 
-Measured: the default 64-GPU heavy-RLHF workload at growing job counts, the
-same on 512 GPUs, and the replay of the Philly trace with EvalStop(k=2): all
-82,247 jobs on 512 GPUs, and the busiest virtual cluster (6214e9, 41,226
-jobs) on 64 GPUs.  The target is the full replay in under 60 s with events/s
-roughly flat as the problem grows (O(log n) per event).
+Targets (issue #15): >= 1.5x the reference's events/s on the 64-GPU
+heavy-RLHF workload and on the full Philly trace at 512 GPUs; cost per event
+within +-15 % from 64 to 2,048 GPUs on the Philly trace replicated 1x, 2x, 4x
+(the copies are built here, in the temp directory, never in the repository).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
-from evalstop_gym import KDeclineRule, SimConfig, Simulator
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PHILLY = (ROOT / ".." / "shared" / "data" / "philly" / "philly.csv").resolve()
 
-DEFAULT_PHILLY = (
-    Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "philly" / "philly.csv"
+CHILD = r"""
+import json, sys, time
+from evalstop_gym import KDeclineRule, SimConfig, Simulator
+cfg = SimConfig(**json.loads(sys.argv[1]))
+t0 = time.process_time()
+sim = Simulator(cfg, 0)
+t1 = time.process_time()
+m = sim.run(KDeclineRule(2))
+t2 = time.process_time()
+print(json.dumps({"build": t1 - t0, "run": t2 - t1, "events": m["n_events"],
+                  "jct": m["mean_jct_h"], "stopped": m["n_stopped"]}))
+"""
+
+
+def reference_tree(ref: str) -> Path:
+    """A git worktree of ``ref`` in the temp directory (created once, then reused)."""
+    path = Path(tempfile.gettempdir()) / f"evalstop-ref-{ref}"
+    if not (path / "evalstop_gym").is_dir():
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
+            check=True,
+            capture_output=True,
+        )
+    return path
+
+
+def measure(tree: Path, cfg: dict) -> dict:
+    """One episode in a subprocess importing evalstop_gym from ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(cfg)],
+        env=env,
+        cwd=tree,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def replicate(trace: Path, copies: int) -> Path:
+    """The trace with every job ``copies`` times, written to the temp directory."""
+    out = Path(tempfile.gettempdir()) / f"evalstop-philly-x{copies}.csv"
+    if out.is_file() and out.stat().st_mtime >= trace.stat().st_mtime:
+        return out
+    with trace.open(newline="") as f:
+        header, *rows = list(csv.reader(f))
+    with out.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for _ in range(copies):
+            w.writerows(rows)
+    return out
+
+
+def compare(name: str, cfg: dict, ref: Path, reps: int, target: float) -> None:
+    """Alternate reference and current runs; print events/s and the ratios."""
+    cur_rates, ref_rates = [], []
+    for _ in range(reps):
+        r = measure(ref, cfg)
+        c = measure(ROOT, cfg)
+        if (r["events"], r["jct"], r["stopped"]) != (c["events"], c["jct"], c["stopped"]):
+            raise SystemExit(f"{name}: results differ from the reference: {r} vs {c}")
+        ref_rates.append(r["events"] / r["run"])
+        cur_rates.append(c["events"] / c["run"])
+    best = max(cur_rates) / max(ref_rates)
+    med = statistics.median(a / b for a, b in zip(cur_rates, ref_rates))
+    ok = "met" if min(best, med) >= target else "NOT met"
+    print(
+        f"{name:40s} {int(c['events']):9d} ev  ref {max(ref_rates):9.0f}/s  now "
+        f"{max(cur_rates):9.0f}/s  ratio best {best:4.2f} median {med:4.2f} "
+        f"(target >= {target}: {ok})"
+    )
+
+
+#: (label, GPUs, trace copies, virtual cluster): the busiest cluster on 64 GPUs,
+#: then the whole trace on 512 GPUs, twice it on 1,024 and four times on 2,048.
+SIZES = (
+    ("cluster 6214e9", 64, 1, "6214e9"),
+    ("all jobs", 512, 1, None),
+    ("all jobs x2", 1024, 2, None),
+    ("all jobs x4", 2048, 4, None),
 )
 
 
-def measure(cfg: SimConfig, seed: int = 0) -> tuple[float, float, float, dict[str, float]]:
-    t0 = time.perf_counter()
-    sim = Simulator(cfg, seed)
-    t1 = time.perf_counter()
-    m = sim.run(KDeclineRule(2))
-    t2 = time.perf_counter()
-    return t1 - t0, t2 - t1, m["n_events"] / (t2 - t1), m
+def flatness(philly: Path, reps: int) -> None:
+    """Cost per event of the current engine as the Philly replay grows."""
+    costs = []
+    for label, gpus, copies, cluster in SIZES:
+        trace = philly if copies == 1 else replicate(philly, copies)
+        cfg = {"trace": str(trace), "num_gpus": gpus, "trace_cluster": cluster}
+        runs = [measure(ROOT, cfg) for _ in range(reps)]
+        us = min(r["run"] / r["events"] for r in runs) * 1e6
+        costs.append(us)
+        print(
+            f"  {label:16s} {gpus:5d} GPUs: {int(runs[0]['events']):9d} events, {us:5.2f} us/event"
+        )
+    spread = max(costs) / min(costs) - 1
+    ok = "met" if spread <= 0.15 else "NOT met"
+    print(f"  cost per event spread {spread:+.1%} (target within 15 %: {ok})")
 
 
 def main() -> None:
+    """Print every comparison."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--philly", default=str(DEFAULT_PHILLY.resolve()))
-    ap.add_argument("--quick", action="store_true", help="skip the largest runs")
+    ap.add_argument("--ref", default="1524925")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--philly", default=str(DEFAULT_PHILLY))
+    ap.add_argument("--quick", action="store_true", help="skip the Philly runs")
     args = ap.parse_args()
-
-    print(
-        f"{'workload':44s} {'jobs':>7s} {'build s':>8s} {'run s':>7s} {'events':>9s} {'events/s':>10s}"
-    )
-    sizes = (200, 2000) if args.quick else (200, 2000, 20000)
-    rows = []
-    for gpus in (64, 512):
-        for n in sizes:
-            cfg = SimConfig(num_gpus=gpus, n_jobs=n)
-            rows.append((f"heavy-rlhf, {gpus} GPUs, srtf-est, EvalStop(k=2)", cfg))
+    ref = reference_tree(args.ref)
+    compare("heavy-rlhf, 64 GPUs, 2000 jobs", {"n_jobs": 2000}, ref, args.reps, 1.5)
     philly = Path(args.philly)
-    if philly.is_file():
-        rows.append(
-            (
-                "philly 6214e9, 64 GPUs, srtf-est, EvalStop(k=2)",
-                SimConfig(trace=str(philly), trace_cluster="6214e9", num_gpus=64),
-            )
-        )
-        if not args.quick:
-            rows.append(
-                (
-                    "philly all, 512 GPUs, srtf-est, EvalStop(k=2)",
-                    SimConfig(trace=str(philly), num_gpus=512),
-                )
-            )
-    else:
-        print(f"(Philly trace not found at {philly}: trace replays skipped)")
-    measure(SimConfig(n_jobs=500))  # warm-up: imports, allocator, caches
-    ref = None
-    for name, cfg in rows:
-        build, run, eps, m = measure(cfg)
-        ref = ref or eps
-        print(
-            f"{name:44s} {int(m['n_jobs']):7d} {build:8.2f} {run:7.2f} "
-            f"{int(m['n_events']):9d} {eps:10.0f}  ({eps / ref:.2f}x of the first row)"
-        )
+    if args.quick or not philly.is_file():
+        print(f"(Philly runs skipped: {'--quick' if args.quick else f'no trace at {philly}'})")
+        return
+    compare(
+        "philly, all jobs, 512 GPUs", {"trace": str(philly), "num_gpus": 512}, ref, args.reps, 1.5
+    )
+    print("per-event cost of the current engine, Philly replay (64 -> 2,048 GPUs):")
+    flatness(philly, max(1, args.reps - 1))
 
 
 if __name__ == "__main__":

@@ -1,45 +1,62 @@
-"""SB3 training throughput on EvalStop-v0 against CartPole-v1, same run, same settings.
+"""SB3 PPO training throughput: EvalStop-v0 (native batched env) against CartPole-v1.
 
-    python benchmarks/bench_train.py [--timesteps 20000]
+    python benchmarks/bench_train.py [--timesteps 32768] [--reps 2]
 
-Each algorithm trains on 4 DummyVecEnv copies of each env with the
-hyperparameters of baselines/train.py (MultiInputPolicy on EvalStop's Dict,
-MlpPolicy on CartPole), single-threaded torch; prints steps/s and the ratio.
+Both with ``PPO("MlpPolicy", ...)`` at SB3's defaults (n_steps 2048, 10
+epochs, batch 64), 16 envs, one torch thread: EvalStop-v0 through
+``baselines.native_vec.NativeVecEnv`` (N simulators in one process, flat
+observations) under ``VecMonitor``, CartPole-v1 through ``make_vec_env``
+(``DummyVecEnv`` of ``Monitor``-ed envs).  fps = timesteps learned per CPU
+second of ``learn`` (rollouts and gradient steps), interleaved runs.
+Target (issue #15): >= 1.0x CartPole's fps.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+from collections.abc import Callable
 
 import torch
+from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecMonitor
+from timing import interleaved, report
 
 import evalstop_gym  # noqa: F401
-from baselines.learned import _algo
-from baselines.train import load_hyperparams
+from baselines.native_vec import NativeVecEnv
+
+N_ENVS = 16
+TARGET = 1.0
 
 
-def fps(algo: str, env_id: str, policy: str, timesteps: int, **env_kwargs) -> float:
-    venv = make_vec_env(env_id, n_envs=4, seed=0, env_kwargs=env_kwargs)
-    model = _algo(algo)(policy, venv, seed=0, device="cpu", **load_hyperparams(algo))
-    t0 = time.perf_counter()
-    model.learn(total_timesteps=timesteps)
-    dt = time.perf_counter() - t0
-    venv.close()
-    return model.num_timesteps / dt
+def learner(make_venv: Callable[[], object], timesteps: int) -> Callable[[], float]:
+    """One fresh PPO trained for ``timesteps``; returns the timesteps learned."""
+
+    def run() -> float:
+        model = PPO("MlpPolicy", make_venv(), seed=0, device="cpu")
+        model.learn(total_timesteps=timesteps)
+        model.get_env().close()
+        return model.num_timesteps
+
+    return run
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--timesteps", type=int, default=20_000)
+    """Print the fps ratio."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--timesteps", type=int, default=2048 * N_ENVS)
+    ap.add_argument("--reps", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    print(f"{'algo':6s} {'EvalStop-v0':>14s} {'CartPole-v1':>14s} {'ratio':>7s}")
-    for algo in ("ppo", "dqn"):
-        a = fps(algo, "EvalStop-v0", "MultiInputPolicy", args.timesteps, n_jobs=100)
-        b = fps(algo, "CartPole-v1", "MlpPolicy", args.timesteps)
-        print(f"{algo:6s} {a:12.0f}/s {b:12.0f}/s {a / b:7.2f}")
+    contenders = {
+        "evalstop": learner(lambda: VecMonitor(NativeVecEnv(N_ENVS, seed=0)), args.timesteps),
+        "cartpole": learner(
+            lambda: make_vec_env("CartPole-v1", n_envs=N_ENVS, seed=0), args.timesteps
+        ),
+    }
+    rates = interleaved(contenders, args.reps)
+    print(f"{'PPO MlpPolicy, 16 envs (fps)':34s} {'EvalStop':>13s} {'CartPole':>13s}")
+    print(report("ppo", rates, "evalstop", "cartpole", TARGET))
 
 
 if __name__ == "__main__":

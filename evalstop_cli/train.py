@@ -39,6 +39,12 @@ def add_train_parser(sub: Any) -> None:
     t.add_argument("--eval-freq", type=int, default=20_000, help="timesteps between evaluations")
     t.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
     t.add_argument(
+        "--vec",
+        choices=("dummy", "native"),
+        default="dummy",
+        help="native: N simulators batched in one process (EvalStop's own vector env)",
+    )
+    t.add_argument(
         "--tensorboard", default=None, help="TensorBoard log dir (default: OUT/tb if installed)"
     )
     t.add_argument("--no-progress", action="store_true")
@@ -73,6 +79,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         subproc=args.subproc,
         hyperparams=args.hyperparams,
         keep_best=not args.last,
+        vec=args.vec,
     )
     print(
         f"saved {res.path}: {res.timesteps} steps in {res.seconds:.1f} s "

@@ -36,7 +36,11 @@ def _register() -> None:
     from gymnasium.envs.registration import register, registry
 
     if "EvalStop-v0" not in registry:
-        register(id="EvalStop-v0", entry_point="evalstop_gym.envs:EvalStopEnv")
+        register(
+            id="EvalStop-v0",
+            entry_point="evalstop_gym.envs:EvalStopEnv",
+            vector_entry_point="evalstop_gym.envs.vector:EvalStopVectorEnv",
+        )
 
 
 _register()

@@ -38,7 +38,8 @@ class _Cheat:
     def act(self, obs) -> int:
         if self.env is None:
             return 0
-        return int(bool(self.env.unwrapped.sim._pending.hacking))
+        sim = self.env.unwrapped.sim
+        return int(bool(sim.job(sim.pending_job_id).hacking))
 
 
 def test_evaluate_never_hands_the_env_to_a_policy() -> None:

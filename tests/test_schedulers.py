@@ -8,7 +8,7 @@ import pytest
 from conftest import hand_jobs
 
 from evalstop_gym import SCHEDULERS, ConfigError, Scheduler, SimConfig, Simulator
-from evalstop_gym.sim.engine import Job
+from evalstop_gym.sim.job import SchedulingView
 from evalstop_gym.sim.schedulers import LossAware, Tiresias
 
 
@@ -73,10 +73,12 @@ def test_loss_aware_keeps_gpus_on_the_job_whose_loss_falls_fastest() -> None:
     assert [e.jid for e in fifo.events if e.kind == "start"] == [0, 1]
 
 
-def _job(loss: list[float], ckpt_done: int, work_done: float, gpus: int = 8) -> Job:
-    j = Job(0, 2, gpus, 0.0, 10.0, 10.0, False, math.inf, [0.5] * len(loss), loss)
-    j.ckpt_done, j.work_done = ckpt_done, work_done
-    return j
+def _job(loss: list[float], ckpt_done: int, work_done: float, gpus: int = 8) -> SchedulingView:
+    """A job as its scheduler sees it after ``ckpt_done`` checkpoints (set as the engine does)."""
+    v = SchedulingView(0, gpus, 0.0, 10.0, len(loss))
+    v._ckpt_done, v._work_done = ckpt_done, work_done
+    v._losses[:] = loss[:ckpt_done]
+    return v
 
 
 def test_loss_aware_favours_largest_recent_loss_reduction() -> None:
@@ -101,7 +103,7 @@ def test_a_sixth_scheduler_plugs_in_without_touching_the_engine() -> None:
     class LongestFirst(Scheduler):
         name = "test-longest-first"
 
-        def key(self, job: Job) -> float:
+        def key(self, job: SchedulingView) -> float:
             return -job.estimate
 
     try:

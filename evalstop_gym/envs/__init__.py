@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .evalstop import EvalStopEnv
+from .vector import EvalStopVectorEnv
 from .wrappers import EpisodeMetricsInfo
 
-__all__ = ["EpisodeMetricsInfo", "EvalStopEnv"]
+__all__ = ["EpisodeMetricsInfo", "EvalStopEnv", "EvalStopVectorEnv"]

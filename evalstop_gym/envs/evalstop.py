@@ -9,10 +9,11 @@ import numpy as np
 from gymnasium import spaces
 
 from ..errors import ConfigError, check_real
-from ..sim.boundary import BOUNDARY_FIELDS, JobView
+from ..sim.boundary import BOUNDARY_FIELDS
 from ..sim.config import SimConfig
 from ..sim.engine import Simulator
 from ..sim.workloads import JOB_TYPES
+from .tables import continue_gains, field_widths, observation_rows
 
 REWARD_MODES: tuple[str, ...] = ("utility", "system")
 REWARD_TIMINGS: tuple[str, ...] = ("dense", "delayed")
@@ -21,7 +22,10 @@ REWARD_TIMINGS: tuple[str, ...] = ("dense", "delayed")
 MAX_REWARD_WEIGHT = 1e3
 _EVAL_BOUND = 10.0
 _LOSS_BOUND = 10.0
-_ONE_HOT = np.eye(len(JOB_TYPES), dtype=np.float32)
+_BOUNDS = {"evals": (-_EVAL_BOUND, _EVAL_BOUND), "loss": (0.0, _LOSS_BOUND)}
+#: Observation rows are built lazily for blocks of this many jobs, so that a
+#: long trace replay does not hold every row of the episode at once.
+_ROW_BLOCK = 2048
 
 
 def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -210,6 +214,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         render_mode: str | None = None,
         reward_timing: str = "dense",
     ) -> None:
+        """Build the env; every argument is described in the class docstring (Arguments)."""
         self.config = SimConfig(
             num_gpus=num_gpus,
             workload=workload,
@@ -263,63 +268,129 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         }
         self.observation_space = spaces.Dict({f: all_spaces[f] for f in self.obs_fields})
         self.action_space = spaces.Discrete(2)
+        widths = field_widths(w, len(JOB_TYPES))
+        self._slices: list[tuple[str, int, int]] = []
+        start = 0
+        for f in self.obs_fields:
+            self._slices.append((f, start, start + widths[f]))
+            start += widths[f]
+        self._row_width = start
         self.sim: Simulator | None = None
         self._true: list[list[float]] = []
-        self._view: JobView | None = None
+        self._jid: int | None = None  # the job awaiting the agent's decision
+        self._ckpt = 0  # its checkpoints done
+        self._blocks: list[np.ndarray | None] = []
+        self._gains: list[list[float]] = []
+        self._costs: list[float] = []
+        self._step_costs: list[list[float]] | None = None
         self._last_jobs_area = 0.0
         self._n_delivered = 0
-        self._return_parts = {"quality": 0.0, "gpu_cost": 0.0, "time_in_system": 0.0}
+        # The return's components, accumulated step by step.
+        self._quality = self._gpu_cost = self._time_in_system = 0.0
 
     # ----------------------------------------------------------------- gym API
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Draw a new episode from ``seed`` and run it to the first decision."""
         super().reset(seed=seed)
+        return self._split(self._reset_row().copy()), self._info()
+
+    def _reset_row(self) -> np.ndarray:
+        """Start an episode from ``self.np_random``; return the first observation row (no copy).
+
+        The core of :meth:`reset`, shared with the batched vector env.
+        """
         # Every draw of the episode comes from self.np_random: one integer seeds
         # the simulator's independent streams.
         sim_seed = int(self.np_random.integers(0, 2**63 - 1))
-        self.sim = Simulator(self.config, sim_seed)
-        self._true = self.sim.curves.true_eval.tolist()  # list rows: fast per-step reads
+        sim = self.sim = Simulator(self.config, sim_seed)
+        self._build_tables(sim)
         self._last_jobs_area = 0.0
         self._n_delivered = 0
-        self._return_parts = {"quality": 0.0, "gpu_cost": 0.0, "time_in_system": 0.0}
-        self._view = self.sim.advance()
-        if self._view is None:  # pragma: no cover - every job has >= 1 decision
+        # The return's components, accumulated step by step.
+        self._quality = self._gpu_cost = self._time_in_system = 0.0
+        jid = self._jid = sim.next_decision()
+        if jid is None:  # pragma: no cover - every job has >= 1 decision
             raise RuntimeError("the episode has no decision to make")
+        self._ckpt = sim.decision_checkpoint
         if self.reward_mode == "system":
             self._collect_system_reward()  # time before the first decision is not the agent's
-            self._return_parts["time_in_system"] = 0.0
-            self._return_parts["quality"] = 0.0
-        return self._obs(self._view), self._info()
+            self._time_in_system = self._quality = 0.0
+        return self._row(jid, self._ckpt)
+
+    def _build_tables(self, sim: Simulator) -> None:
+        """Per-episode lookups (see :mod:`evalstop_gym.envs.tables`)."""
+        c, b = sim.curves, sim.batch
+        if self.reward_mode == "system" or self.reward_timing == "delayed":
+            self._true = c.true_eval.tolist()  # list rows: fast reads at each job's end
+        self._blocks = [None] * (-(-len(b) // _ROW_BLOCK))
+        if self.reward_mode == "utility":
+            self._gains = continue_gains(c.true_eval, sim.best_observed).tolist()
+            k = c.obs_eval.shape[1]
+            # The same float operations, in the same order, as price * gpus * T / K.
+            self._costs = (self.gpu_hour_price * b.gpus * b.duration_h / k).tolist()
+            # With step-time jitter an interval costs its own share of the run.
+            self._step_costs = None
+            if sim.step_frac is not None:
+                frac = np.asarray(sim.step_frac)
+                share = np.diff(frac, axis=1, append=frac[:, -1:])
+                self._step_costs = (
+                    self.gpu_hour_price * (b.gpus * b.duration_h)[:, None] * share
+                ).tolist()
 
     def step(
         self, action: Any
     ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
+        """Apply the decision on the pending job and run to the next decision."""
+        row, reward = self._step_row(self._parse_action(action))
+        info = self._info()
+        if row is None:
+            info["episode_metrics"] = self.episode_metrics()
+            return self._split(np.zeros(self._row_width, np.float32)), reward, True, False, info
+        return self._split(row.copy()), reward, False, False, info
+
+    def _step_row(self, stop: bool) -> tuple[np.ndarray | None, float]:
+        """Apply a decision; return the next observation row (no copy; None at the end) and the reward.
+
+        The core of :meth:`step`, shared with the batched vector env.
+        """
         sim = self.sim
         if sim is None:
             raise RuntimeError("step() called before reset(): call env.reset() first")
-        if self._view is None:
+        jid = self._jid
+        if jid is None:
             raise RuntimeError("step() called after the episode ended: call env.reset()")
-        stop = self._parse_action(action)
-        job = sim._pending
-        dense = self.reward_mode == "utility" and self.reward_timing == "dense"
-        reward = self._utility_reward(job, stop) if dense else 0.0
+        if self.reward_mode != "utility" or self.reward_timing != "dense":
+            reward = 0.0
+        elif stop:
+            reward = 0.0  # the job's value is what earlier decisions already paid
+        else:
+            # V_{i+1} - V_i of continuing (class docstring), tabulated at reset:
+            # checkpoints are drawn when the episode is built, so the simulator
+            # knows them; the agent does not.
+            gain = self._gains[jid][self._ckpt - 1]
+            step_costs = self._step_costs
+            cost = self._costs[jid] if step_costs is None else step_costs[jid][self._ckpt - 1]
+            self._quality += gain
+            self._gpu_cost -= cost
+            reward = gain - cost
         sim.decide(stop)
-        self._view = sim.advance()
+        jid = self._jid = sim.next_decision()
         if self.reward_mode == "system":
             reward = self._collect_system_reward()
-        elif not dense:
+        elif self.reward_timing == "delayed":
             reward = self._collect_delayed_utility()
-        terminated = self._view is None
-        info = self._info()
-        if terminated:
-            obs = {k: np.zeros(s.shape, np.float32) for k, s in self.observation_space.items()}
-            info["episode_metrics"] = self.episode_metrics()
-        else:
-            obs = self._obs(self._view)
-        return obs, float(reward), terminated, False, info
+        if jid is None:
+            return None, reward
+        ckpt = self._ckpt = sim.decision_checkpoint
+        block = self._blocks[jid // _ROW_BLOCK]
+        if block is None:
+            block = self._build_block(jid // _ROW_BLOCK)
+        return block[jid % _ROW_BLOCK, ckpt - 1], reward
 
     def render(self) -> str | np.ndarray | None:
+        """An ANSI text frame or an RGB picture of the cluster, per ``render_mode``."""
         if self.render_mode == "ansi":
             return self._render_ansi()
         if self.render_mode == "rgb_array":
@@ -339,7 +410,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         for c in range(cols):
             busy = c * per_cell < used
             img[4:28, c * cw + 1 : (c + 1) * cw - 1] = (40, 40, 40) if busy else (200, 220, 200)
-        v = self._view
+        v = sim.pending_view
         if v is not None and v.evals:
             evals = np.asarray(v.evals)
             lo, hi = float(evals.min()) - 0.05, float(evals.max()) + 0.05
@@ -361,38 +432,6 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
                 return int(arr.item()) == 1
         raise ValueError(f"action={action!r} is not allowed: 0 (continue) or 1 (stop and save)")
 
-    def _utility_reward(self, job: Any, stop: bool) -> float:
-        """V_{i+1} - V_i for a continue, 0 for a stop (see the class docstring).
-
-        V_i delivers the best observed checkpoint up to i (the engine's
-        ``best_idx``); V_{i+1} the final checkpoint if i + 1 = K, else the best
-        observed up to i + 1 (checkpoints are drawn when the episode is built,
-        so the simulator knows it; the agent does not).
-        """
-        if stop:
-            return 0.0  # the job's value is what earlier decisions already paid
-        i, best, true = job.ckpt_done, job.best_idx, self._true[job.jid]
-        if i + 1 >= job.n_ckpt:
-            q1 = true[-1]
-        else:
-            q1 = true[i] if job.obs_eval[i] > job.obs_eval[best] else true[best]
-        gain = q1 - true[best]
-        if self.sim.step_frac is None:
-            cost = self.gpu_hour_price * job.gpus * job.duration / job.n_ckpt
-        else:  # step-time jitter: this interval's own share of the run
-            frac = self.sim.step_frac[job.jid]
-            cost = self.gpu_hour_price * job.gpus * job.duration * (frac[i] - frac[i - 1])
-        self._return_parts["quality"] += gain
-        self._return_parts["gpu_cost"] -= cost
-        return gain - cost
-
-    def _newly_finished(self) -> list[int]:
-        """Ids of the jobs that left the cluster since the last call."""
-        order = self.sim.finished_order
-        new = order[self._n_delivered :]
-        self._n_delivered = len(order)
-        return new
-
     def _collect_delayed_utility(self) -> float:
         """``reward_timing="delayed"``: each job that left pays its whole V_end - V_1 now.
 
@@ -401,14 +440,17 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         depends on a checkpoint the agent has not yet observed.
         """
         sim = self.sim
+        assert sim is not None
         gain = cost = 0.0
-        for jid in self._newly_finished():
-            job, true = sim.jobs[jid], self._true[jid]
+        ended = sim.finished_since(self._n_delivered)
+        for jid in ended:
+            job, true = sim.job(jid), self._true[jid]
             gain += true[job.delivered] - true[0]
             first = job.duration * sim.work_fraction(jid, 1)
             cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
-        self._return_parts["quality"] += gain
-        self._return_parts["gpu_cost"] -= cost
+        self._n_delivered += len(ended)
+        self._quality += gain
+        self._gpu_cost -= cost
         return gain - cost
 
     def _collect_system_reward(self) -> float:
@@ -417,48 +459,54 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         area = sim.jobs_area - self._last_jobs_area
         self._last_jobs_area = sim.jobs_area
         quality = 0.0
-        for jid in self._newly_finished():
-            quality += self._true[jid][sim.jobs[jid].delivered]
-        self._return_parts["time_in_system"] -= self.time_cost * area
-        self._return_parts["quality"] += self.quality_weight * quality
+        ended = sim.finished_since(self._n_delivered)
+        for jid in ended:
+            quality += self._true[jid][sim.delivered_checkpoint(jid)]
+        self._n_delivered += len(ended)
+        self._time_in_system -= self.time_cost * area
+        self._quality += self.quality_weight * quality
         return -self.time_cost * area + self.quality_weight * quality
 
-    def _obs(self, view: JobView) -> dict[str, np.ndarray]:
-        obs: dict[str, np.ndarray] = {}
-        fields = self.obs_fields
-        if "job_type" in fields:
-            obs["job_type"] = _ONE_HOT[view.job_type].copy()
-        if "evals" in fields:
-            obs["evals"] = self._padded(view.evals, _EVAL_BOUND, -_EVAL_BOUND)
-        if "consecutive_declines" in fields:
-            obs["consecutive_declines"] = np.array([view.consecutive_declines], np.float32)
-        if "progress" in fields:
-            obs["progress"] = np.array([view.progress], np.float32)
-        if "loss" in fields:
-            obs["loss"] = self._padded(view.loss, _LOSS_BOUND, 0.0)
-        return obs
+    def _row(self, jid: int, ckpt: int) -> np.ndarray:
+        """Job ``jid``'s tabulated observation row after checkpoint ``ckpt`` (a view: copy it)."""
+        block = self._blocks[jid // _ROW_BLOCK]
+        if block is None:
+            block = self._build_block(jid // _ROW_BLOCK)
+        return block[jid % _ROW_BLOCK, ckpt - 1]
 
-    def _padded(self, values: tuple[float, ...], hi: float, lo: float) -> np.ndarray:
-        # [v_1 .. v_W, m_1 .. m_W]: values right-aligned (newest last), then the mask.
-        w = self.window
-        out = np.zeros(2 * w, np.float32)
-        n = len(values)
-        if n:
-            out[w - n : w] = values
-            out[2 * w - n :] = 1.0
-            if max(values) > hi or min(values) < lo:  # rare: clip only when needed
-                np.clip(out[:w], lo, hi, out=out[:w])
-        return out
+    def _split(self, row: np.ndarray) -> dict[str, np.ndarray]:
+        """The observation dict of a row: one view of ``row`` per field."""
+        return {f: row[a:b] for f, a, b in self._slices}
+
+    def _build_block(self, index: int) -> np.ndarray:
+        """Tabulate the observation rows of the index-th block of jobs."""
+        sim = self.sim
+        assert sim is not None
+        sl = slice(index * _ROW_BLOCK, (index + 1) * _ROW_BLOCK)
+        c = sim.curves
+        block = observation_rows(
+            self.obs_fields,
+            sim.batch.job_type[sl],
+            sim.declines[sl],
+            c.obs_eval[sl],
+            c.loss[sl],
+            self.window,
+            len(JOB_TYPES),
+            _BOUNDS,
+        )
+        self._blocks[index] = block
+        return block
 
     def _info(self) -> dict[str, Any]:
         sim = self.sim
         assert sim is not None
+        # The simulator keeps these as Python float and ints: no conversion needed.
         return {
-            "time_h": float(sim.now),
-            "free_gpus": int(sim.free),
-            "jobs_in_system": int(sim.n_in_system),
-            "jobs_done": int(sim.n_done),
-            "decisions": int(sim.n_decisions),
+            "time_h": sim.now,
+            "free_gpus": sim.free,
+            "jobs_in_system": sim.n_in_system,
+            "jobs_done": sim.n_done,
+            "decisions": sim.n_decisions,
         }
 
     def episode_metrics(self) -> dict[str, float]:
@@ -467,9 +515,14 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         if sim is None or not sim.done:
             raise RuntimeError("episode_metrics() needs a finished episode")
         m = sim.metrics()
-        for k, v in self._return_parts.items():
+        parts = {
+            "quality": self._quality,
+            "gpu_cost": self._gpu_cost,
+            "time_in_system": self._time_in_system,
+        }
+        for k, v in parts.items():
             m[f"return_{k}"] = float(v)
-        m["return"] = float(sum(self._return_parts.values()))
+        m["return"] = float(sum(parts.values()))
         return m
 
     def _render_ansi(self) -> str:
@@ -483,9 +536,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         lines = [
             f"t = {sim.now:8.2f} h   GPUs [{bar}] {used}/{g} busy",
             f"jobs: {sim.n_in_system} in system, {sim.n_waiting} waiting, "
-            f"{sim.n_done}/{len(sim.jobs)} done, {sim.n_decisions} decisions",
+            f"{sim.n_done}/{sim.n_jobs} done, {sim.n_decisions} decisions",
         ]
-        v = self._view
+        v = sim.pending_view
         if v is None:
             lines.append("episode over")
         else:

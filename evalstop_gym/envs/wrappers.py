@@ -15,6 +15,7 @@ class EpisodeMetricsInfo(gym.Wrapper):
     """
 
     def step(self, action: Any):
+        """Step the env; on the last step, lift the episode metrics into ``info``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "episode_metrics" in info:
             info = {**info, **info["episode_metrics"]}

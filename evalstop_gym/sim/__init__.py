@@ -11,6 +11,7 @@ from .boundary import BOUNDARY_FIELDS, HIDDEN_FIELDS, JobView
 from .calibration import CALIBRATIONS, Calibration
 from .config import SimConfig
 from .engine import Simulator
+from .job import SchedulingView
 from .metrics import METRIC_KEYS, episode_metrics
 from .schedulers import SCHEDULERS, Scheduler
 from .stopping import KDeclineRule, never_stop
@@ -28,6 +29,7 @@ __all__ = [
     "JobView",
     "KDeclineRule",
     "Scheduler",
+    "SchedulingView",
     "SimConfig",
     "Simulator",
     "Workload",

@@ -53,7 +53,6 @@ class Calibration:
         name: Name under which the calibration is registered.
         evals_per_job: Eval checkpoints each job declares, evenly spaced in
             progress; the last one coincides with the end of the run.
-        steps_per_eval: Declared training steps between two checkpoints.
         rlhf_base: True eval score of an RLHF run at progress 0.
         rlhf_amplitude: Gain A of an RLHF run at its peak over its base (eval units).
         hack_peak: Progress at which a hacking run's true eval peaks.
@@ -78,7 +77,6 @@ class Calibration:
 
     name: str
     evals_per_job: int = 10
-    steps_per_eval: int = 100
     rlhf_base: Range = (0.2, 0.4)
     rlhf_amplitude: Range = (0.5, 0.7)
     hack_peak: Range = (0.25, 0.6)
@@ -99,8 +97,6 @@ class Calibration:
         """Validate every field; raise ConfigError naming the first bad one."""
         if not isinstance(self.evals_per_job, int) or self.evals_per_job < 2:
             raise ConfigError("evals_per_job", self.evals_per_job, "an integer >= 2")
-        if not isinstance(self.steps_per_eval, int) or self.steps_per_eval < 1:
-            raise ConfigError("steps_per_eval", self.steps_per_eval, "an integer >= 1")
         _check_range("rlhf_base", self.rlhf_base, -10.0, 10.0)
         _check_range("rlhf_amplitude", self.rlhf_amplitude, 0.0)
         _check_range("hack_peak", self.hack_peak, 0.0, 1.0)
@@ -140,7 +136,6 @@ REALISTIC = replace(
     PAPER,
     name="realistic",
     evals_per_job=20,
-    steps_per_eval=50,
     hack_peak=(0.25, 0.85),
     healthy_peak=(1.0, 1.6),
     sft_tau=(0.2, 0.5),

@@ -19,106 +19,37 @@ One code path serves both uses:
 * run whole in a tight loop with a scripted stopper: ``sim.run(stopper)``,
   which is exactly that loop.
 
-The simulator is plain Python state (no generators), so it pickles.
+The simulator is plain Python state (no generators), so it pickles.  Jobs
+are kept as columns (one list per field, indexed by job id), built from the
+episode's arrays in one pass: an episode of hundreds of jobs starts in well
+under a millisecond.  :attr:`Simulator.jobs` gives per-job snapshots for tests
+and debugging.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
-from .boundary import JobView, make_view
+from .boundary import JobView
+from .checkpoints import best_so_far, consecutive_declines
 from .config import SimConfig
+from .job import DONE, PENDING, RUNNING, WAITING, JobRecord, SchedulingView
 from .metrics import EpisodeRecord, episode_metrics
 from .synthetic_curves import Curves, sample_curves
 from .workloads import JobBatch, generate_jobs, step_time_fractions, trace_jobs
 
 # Heap event kinds.  At equal times the counter keeps insertion order.
 ARRIVAL, CHECKPOINT = 0, 1
-# Job states.
-PENDING, WAITING, RUNNING, DONE = 0, 1, 2, 3
 
 Stopper = Callable[[JobView], Any]
-
-
-class Job:
-    """A job inside the simulator.  Policies never see this object."""
-
-    __slots__ = (
-        "jid",
-        "job_type",
-        "gpus",
-        "arrival",
-        "duration",
-        "estimate",
-        "hacking",
-        "peak_progress",
-        "n_ckpt",
-        "obs_eval",
-        "loss",
-        "state",
-        "work_done",
-        "seg_start",
-        "ckpt_done",
-        "epoch",
-        "run_ver",
-        "declines",
-        "best_idx",
-        "first_start",
-        "finish",
-        "stopped",
-        "preemptions",
-        "gpu_hours",
-    )
-
-    def __init__(
-        self,
-        jid: int,
-        job_type: int,
-        gpus: int,
-        arrival: float,
-        duration: float,
-        estimate: float,
-        hacking: bool,
-        peak_progress: float,
-        obs_eval: list[float],
-        loss: list[float],
-    ) -> None:
-        self.jid = jid
-        self.job_type = job_type
-        self.gpus = gpus
-        self.arrival = arrival
-        self.duration = duration
-        self.estimate = estimate
-        self.hacking = hacking
-        self.peak_progress = peak_progress
-        self.n_ckpt = len(obs_eval)
-        self.obs_eval = obs_eval
-        self.loss = loss
-        self.state = PENDING
-        self.work_done = 0.0
-        self.seg_start = 0.0
-        self.ckpt_done = 0
-        self.epoch = 0
-        self.run_ver = 0
-        self.declines = 0
-        self.best_idx = -1
-        self.first_start = math.nan
-        self.finish = math.nan
-        self.stopped = False
-        self.preemptions = 0
-        self.gpu_hours = 0.0
-
-    @property
-    def delivered(self) -> int:
-        """Index of the delivered checkpoint: the best observed if stopped, else the final."""
-        return self.best_idx if self.stopped else self.n_ckpt - 1
+_new_view = tuple.__new__  # JobView(...) without NamedTuple's Python-level __new__
 
 
 @dataclass(frozen=True)
@@ -131,7 +62,28 @@ class Event:
     free_gpus: int
 
 
+class _JobSnapshots(Sequence):  # type: ignore[type-arg]
+    """``Simulator.jobs``: ``jobs[i]`` is ``sim.job(i)`` at the time of indexing."""
+
+    def __init__(self, sim: Simulator) -> None:
+        """A live view of ``sim``'s jobs."""
+        self._sim = sim
+
+    def __len__(self) -> int:
+        """Number of jobs."""
+        return self._sim.n_jobs
+
+    def __getitem__(self, i: Any) -> Any:
+        """The snapshot of job ``i`` (or a list of them for a slice)."""
+        if isinstance(i, slice):
+            return [self._sim.job(j) for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"job {i} out of range ({len(self)} jobs)")
+        return self._sim.job(i % len(self))
+
+
 def _neg(key: Any) -> Any:
+    """Negate a key (or each element of a tuple key) for a max-heap."""
     return tuple(-x for x in key) if isinstance(key, tuple) else -key
 
 
@@ -154,6 +106,7 @@ class Simulator:
         record_events: bool = False,
         jobs: tuple[JobBatch, Curves] | None = None,
     ) -> None:
+        """Draw (or take) the episode's jobs and curves and queue their arrivals."""
         self.config = config
         self.seed = seed
         self.num_gpus = config.num_gpus
@@ -162,61 +115,23 @@ class Simulator:
         self.window = config.resolved_eval_window()
         self.eval_noise = config.resolved_eval_noise()
         self.calibration = config.resolved_calibration()
-        # Independent streams: the job mix does not move when the noise level
-        # changes, and the noise draws are shared across noise levels.
-        ss_jobs, ss_curves, ss_noise = np.random.SeedSequence(seed).spawn(3)
         if jobs is not None:
             self.batch, self.curves = jobs
             if int(self.batch.gpus.max()) > self.num_gpus:
                 raise ConfigError("num_gpus", self.num_gpus, "at least the largest job's GPUs")
         else:
-            self.batch = self._make_batch(np.random.default_rng(ss_jobs))
-            self.curves = sample_curves(
-                self.batch,
-                self.calibration,
-                self.eval_noise,
-                np.random.default_rng(ss_curves),
-                np.random.default_rng(ss_noise),
-            )
-            if config.curves is not None:
-                from .real_curves import apply_real_curves
-
-                ss_real, ss_real_noise = ss_curves.spawn(2)
-                apply_real_curves(
-                    self.curves,
-                    self.batch,
-                    config.curves,
-                    self.eval_noise,
-                    np.random.default_rng(ss_real),
-                    np.random.default_rng(ss_real_noise),
-                )
-        b, c = self.batch, self.curves
-        # Its own stream (child 3 of the seed): with jitter 0 nothing is drawn, and the other
-        # streams are the same with or without jitter.
+            self.batch, self.curves = self._draw_episode(seed)
+        self._init_columns()
+        # Per-job step-time jitter, on its own stream (child 3 of the seed): with jitter 0
+        # nothing is drawn, and the other streams are the same with or without jitter.
         frac = step_time_fractions(
-            len(b),
-            c.true_eval.shape[1],
+            len(self._duration),
+            self.n_ckpt,
             self.calibration.step_time_jitter,
             np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3]),
         )
         #: Cumulative work fraction at each checkpoint per job (None: evenly spaced, i / K).
         self.step_frac: list[list[float]] | None = None if frac is None else frac.tolist()
-        self.jobs: list[Job] = [
-            Job(i, jt, g, a, d, e, h, pk, oe, ls)
-            for i, (jt, g, a, d, e, h, pk, oe, ls) in enumerate(
-                zip(
-                    b.job_type.tolist(),
-                    b.gpus.tolist(),
-                    b.arrival_h.tolist(),
-                    b.duration_h.tolist(),
-                    b.estimate_h.tolist(),
-                    b.hacking.tolist(),
-                    c.peak_progress.tolist(),
-                    c.obs_eval.tolist(),
-                    c.loss.tolist(),
-                )
-            )
-        ]
         self.now = 0.0
         self.free = self.num_gpus
         self.n_in_system = 0
@@ -225,19 +140,92 @@ class Simulator:
         self.n_decisions = 0
         self.jobs_area = 0.0  # integral of jobs in system dt
         self.busy_area = 0.0  # integral of busy GPUs dt
-        self._counter = 0
-        self._heap: list[tuple[float, int, int, int, int]] = []
         self._waiting: dict[int, list[tuple[Any, int]]] = {}
         self._demands: list[int] = []
         self._n_waiting = 0
+        # Cache of the best waiting (key, jid); None with a valid flag means none waits.
+        self._top: tuple[Any, int] | None = None
+        self._top_valid = True
         self._running: list[tuple[Any, int, int]] = []  # max-heap by key (preemptive only)
-        self._pending: Job | None = None
-        self.finished_order: list[int] = []
+        self._compact_at = 64  # compact the running heap past this many entries
+        self._pending = -1  # id of the job awaiting a decision, -1 if none
+        #: Checkpoints done by the job awaiting a decision (set with it).
+        self.decision_checkpoint = 0
+        self._finished: list[int] = []
         self.events: list[Event] | None = [] if record_events else None
-        for job in self.jobs:
-            self._push(job.arrival, ARRIVAL, job)
+        # Arrivals are known in advance: instead of sitting in the event heap
+        # (making every pop pay for the whole trace), they form a sorted stream
+        # merged with the heap.  Arrival i has counter i + 1 as if pushed first,
+        # so at equal times arrivals come first, in job order.
+        order = sorted(range(len(self._arrival)), key=self._arrival.__getitem__)
+        self._arrivals = [(self._arrival[i], i) for i in order]
+        self._next_arrival = 0
+        self._next_arrival_t = self._arrivals[0][0] if self._arrivals else math.inf
+        self._heap: list[tuple[float, int, int, int]] = []  # (time, counter, jid, epoch)
+        self._counter = len(self._arrivals)
+
+    def _draw_episode(self, seed: int | None) -> tuple[JobBatch, Curves]:
+        """Draw the jobs and their curves from the configured workload."""
+        config = self.config
+        # Independent streams: the job mix does not move when the noise level
+        # changes, and the noise draws are shared across noise levels.
+        ss_jobs, ss_curves, ss_noise = np.random.SeedSequence(seed).spawn(3)
+        batch = self._make_batch(np.random.default_rng(ss_jobs))
+        curves = sample_curves(
+            batch,
+            self.calibration,
+            self.eval_noise,
+            np.random.default_rng(ss_curves),
+            np.random.default_rng(ss_noise),
+        )
+        if config.curves is not None:
+            from .real_curves import apply_real_curves
+
+            ss_real, ss_real_noise = ss_curves.spawn(2)
+            apply_real_curves(
+                curves,
+                batch,
+                config.curves,
+                self.eval_noise,
+                np.random.default_rng(ss_real),
+                np.random.default_rng(ss_real_noise),
+            )
+        return batch, curves
+
+    def _init_columns(self) -> None:
+        """One list per job field, indexed by job id (fast scalar reads and writes)."""
+        b, c = self.batch, self.curves
+        n = len(b)
+        self.n_ckpt = c.obs_eval.shape[1]
+        self._type: list[int] = b.job_type.tolist()
+        self._gpus: list[int] = b.gpus.tolist()
+        self._arrival: list[float] = b.arrival_h.tolist()
+        self._duration: list[float] = b.duration_h.tolist()
+        self._estimate: list[float] = b.estimate_h.tolist()
+        self._loss: list[list[float]] = c.loss.tolist()  # what schedulers learn, one a checkpoint
+        # Rows for JobViews, built on the first view (callers such as the env never need them).
+        self._view_rows: tuple[list[tuple[float, ...]], list[tuple[float, ...]], list[list[int]]]
+        self._view_rows = None  # type: ignore[assignment]
+        # Policy-independent per-checkpoint bookkeeping, tabulated (see checkpoints.py).
+        #: (n, K) best observed checkpoint after each checkpoint.
+        self.best_observed = best_so_far(c.obs_eval)
+        #: (n, K) consecutive eval declines after each checkpoint.
+        self.declines = consecutive_declines(c.obs_eval)
+        self._state = [PENDING] * n
+        self._work = [0.0] * n  # hours run so far
+        self._seg_start = [0.0] * n  # start of the current run segment
+        self._ckpt = [0] * n  # checkpoints done
+        self._epoch = [0] * n  # invalidates a preempted segment's checkpoint event
+        self._run_ver = [0] * n  # invalidates stale entries of the running heap
+        self._first_start = [math.nan] * n
+        self._finish = [math.nan] * n
+        self._stopped = [False] * n
+        self._preemptions = [0] * n
+        self._gpu_hours = [0.0] * n
+        self._views: list[SchedulingView | None] = [None] * n  # created at arrival
 
     def _make_batch(self, rng: np.random.Generator) -> JobBatch:
+        """Draw the jobs (synthetic workload) or read them (trace replay)."""
         cfg = self.config
         if cfg.trace is None:
             return generate_jobs(cfg.resolved_workload(), self.num_gpus, rng)
@@ -255,20 +243,86 @@ class Simulator:
     # ------------------------------------------------------------------ public
     @property
     def done(self) -> bool:
-        return self._pending is None and self.n_done == len(self.jobs)
+        """Whether every job has finished or been stopped (the episode is over)."""
+        return self._pending < 0 and self.n_done == len(self._state)
+
+    @property
+    def n_jobs(self) -> int:
+        """Jobs in the episode."""
+        return len(self._state)
 
     @property
     def n_waiting(self) -> int:
+        """Jobs queued for GPUs now."""
         return self._n_waiting
+
+    @property
+    def finished_order(self) -> tuple[int, ...]:
+        """Ids of the jobs that have ended (finished or stopped), in the order they ended."""
+        return tuple(self._finished)
+
+    def finished_since(self, start: int) -> list[int]:
+        """Ids of the jobs that ended after the first ``start`` ones, in the order they ended."""
+        return self._finished[start:]
+
+    def checkpoints_done(self, jid: int) -> int:
+        """Eval checkpoints job ``jid`` has reported so far."""
+        return self._ckpt[jid]
+
+    def delivered_checkpoint(self, jid: int) -> int:
+        """Index of the checkpoint job ``jid`` delivers: the best observed if stopped, else the last."""
+        return self._best_idx(jid) if self._stopped[jid] else self.n_ckpt - 1
+
+    def work_fraction(self, jid: int, i: int) -> float:
+        """Fraction of job ``jid``'s work done at its checkpoint ``i`` (1-based; i / K unjittered)."""
+        if self.step_frac is None:
+            return i / self.n_ckpt
+        return self.step_frac[jid][i - 1]
+
+    def _best_idx(self, jid: int) -> int:
+        """The best observed checkpoint of job ``jid`` so far (-1 before its first)."""
+        i = self._ckpt[jid]
+        return int(self.best_observed[jid, i - 1]) if i else -1
+
+    def job(self, jid: int) -> JobRecord:
+        """A snapshot of job ``jid``, hidden fields included (tests, debugging, analysis)."""
+        b = self.batch
+        return JobRecord(
+            jid=jid,
+            job_type=self._type[jid],
+            gpus=self._gpus[jid],
+            arrival=self._arrival[jid],
+            duration=self._duration[jid],
+            estimate=self._estimate[jid],
+            hacking=bool(b.hacking[jid]),
+            peak_progress=float(self.curves.peak_progress[jid]),
+            n_ckpt=self.n_ckpt,
+            state=self._state[jid],
+            work_done=self._work[jid],
+            ckpt_done=self._ckpt[jid],
+            declines=int(self.declines[jid, self._ckpt[jid] - 1]) if self._ckpt[jid] else 0,
+            best_idx=self._best_idx(jid),
+            first_start=self._first_start[jid],
+            finish=self._finish[jid],
+            stopped=self._stopped[jid],
+            preemptions=self._preemptions[jid],
+            gpu_hours=self._gpu_hours[jid],
+        )
+
+    @property
+    def jobs(self) -> Sequence[JobRecord]:
+        """Every job, as a sequence of snapshots taken when indexed (see :meth:`job`)."""
+        return _JobSnapshots(self)
 
     @property
     def pending_view(self) -> JobView | None:
         """The view of the job awaiting a decision, if any."""
-        return None if self._pending is None else make_view(self._pending, self.window)
+        return None if self._pending < 0 else self._view_of(self._pending)
 
     @property
     def pending_job_id(self) -> int | None:
-        return None if self._pending is None else self._pending.jid
+        """Id of the job awaiting a decision, if any."""
+        return None if self._pending < 0 else self._pending
 
     def advance(self) -> JobView | None:
         """Run events until a job reaches an eval checkpoint that needs a decision.
@@ -280,74 +334,136 @@ class Simulator:
         Raises:
             RuntimeError: a decision is still pending (call :meth:`decide`).
         """
-        if self._pending is not None:
+        jid = self.next_decision()
+        return None if jid is None else self._view_of(jid)
+
+    def next_decision(self) -> int | None:
+        """Like :meth:`advance`, but return only the job's id (no view is built).
+
+        For callers that build their own observation of the job, e.g. the
+        Gymnasium env, which reads it from per-episode tables.
+        """
+        if self._pending >= 0:
             raise RuntimeError("a decision is pending: call decide() before advance()")
-        heap, jobs = self._heap, self.jobs
-        while heap:
-            t, _, kind, jid, epoch = heapq.heappop(heap)
-            job = jobs[jid]
-            if epoch != job.epoch:
-                continue  # a checkpoint of a run segment that was preempted
+        heap, epochs, pop = self._heap, self._epoch, heapq.heappop
+        while True:
+            # At equal times the arrival goes first (its counter is smaller).
+            if heap and heap[0][0] < self._next_arrival_t:
+                t, _, jid, epoch = pop(heap)
+                if epoch != epochs[jid]:
+                    continue  # a checkpoint of a run segment that was preempted
+                kind = CHECKPOINT
+            elif self._next_arrival < len(self._arrivals):
+                t, jid = self._arrivals[self._next_arrival]
+                self._next_arrival += 1
+                self._next_arrival_t = (
+                    self._arrivals[self._next_arrival][0]
+                    if self._next_arrival < len(self._arrivals)
+                    else math.inf
+                )
+                kind = ARRIVAL
+            else:
+                return None
             self.n_events += 1
-            self._clock(t)
+            # Advance the clock, integrating jobs in system and busy GPUs.
+            dt = t - self.now
+            if dt > 0:
+                self.jobs_area += self.n_in_system * dt
+                self.busy_area += (self.num_gpus - self.free) * dt
+                self.now = t
             if kind == ARRIVAL:
-                self.n_in_system += 1
-                self._log("arrival", job)
-                self._enqueue(job)
-                self._schedule()
+                self._arrive(jid)
                 continue
-            if self._checkpoint(job):
-                self._pending = job
-                return make_view(job, self.window)
-        return None
+            # Checkpoint i of a running job: account its GPU time, tell the
+            # scheduler's view what the platform learns, end it at i = K.
+            self._gpu_hours[jid] += self._gpus[jid] * (t - self._seg_start[jid])
+            self._seg_start[jid] = t
+            i = self._ckpt[jid] = self._ckpt[jid] + 1
+            if self.step_frac is None:
+                work = self._work[jid] = self._duration[jid] * i / self.n_ckpt  # exact, no drift
+            else:
+                work = self._work[jid] = self._duration[jid] * self.step_frac[jid][i - 1]
+            view = self._views[jid]
+            view._ckpt_done = i  # type: ignore[union-attr]
+            view._work_done = work  # type: ignore[union-attr]
+            view._losses.append(self._loss[jid][i - 1])  # type: ignore[union-attr]
+            if self.events is not None:
+                self._log("eval", jid)
+            if i < self.n_ckpt:
+                self._pending = jid
+                self.decision_checkpoint = i
+                return jid
+            self._finish_job(jid, stopped=False)
+            self._schedule()
 
     def decide(self, stop: Any) -> None:
         """Apply the decision for the pending job: truthy stops it, falsy continues."""
-        job = self._pending
-        if job is None:
+        jid = self._pending
+        if jid < 0:
             raise RuntimeError("no decision is pending: call advance() first")
-        self._pending = None
+        self._pending = -1
         self.n_decisions += 1
         if stop:
-            self._finish(job, stopped=True)
+            self._finish_job(jid, stopped=True)
             self._schedule()
+            return
+        # The hot path: _push_next_checkpoint and _push_running, inlined.
+        if self.step_frac is None:
+            left = self._duration[jid] * (self._ckpt[jid] + 1) / self.n_ckpt - self._work[jid]
         else:
-            self._push_next_checkpoint(job)
-            if self.preemptive:
-                self._push_running(job)  # its key changed with the new checkpoint
-                if self._n_waiting:
+            left = self._duration[jid] * self.step_frac[jid][self._ckpt[jid]] - self._work[jid]
+        self._counter = c = self._counter + 1
+        t = self.now + (0.0 if left < 0.0 else left)
+        heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
+        if self.preemptive:
+            # Its key changed with the new checkpoint.
+            ver = self._run_ver[jid] = self._run_ver[jid] + 1
+            key = self.scheduler.key(self._views[jid])
+            heapq.heappush(self._running, (-key if type(key) is float else _neg(key), jid, ver))
+            if len(self._running) > self._compact_at:
+                self._compact_running()
+            # The cluster was stable before this checkpoint (no waiting job fits
+            # the free GPUs, the best waiting one cannot preempt) and only this
+            # job's key changed, so a pass can change something only if the
+            # best waiting job now beats it.  Skipping the pass otherwise is
+            # exact, and most checkpoints of a busy cluster are such a case.
+            if self._n_waiting:
+                top = self._top if self._top_valid else self._waiting_top()
+                if top[0] < key:
                     self._schedule()
 
     def run(self, stopper: Stopper | None = None) -> dict[str, float]:
         """Run the episode to the end with ``stopper`` (None never stops); return metrics."""
-        decide, advance = self.decide, self.advance
+        decide, next_decision, view_of = self.decide, self.next_decision, self._view_of
         if stopper is None:
-            while advance() is not None:
+            while next_decision() is not None:
                 decide(False)
         else:
-            while (view := advance()) is not None:
-                decide(stopper(view))
+            while (jid := next_decision()) is not None:
+                decide(stopper(view_of(jid)))
         return self.metrics()
 
     def record(self) -> EpisodeRecord:
         """Per-job outcome arrays (hidden fields included) for metrics."""
-        jobs = self.jobs
+        stopped = np.array(self._stopped, dtype=bool)
+        ckpt_done = np.array(self._ckpt)
+        best = self.best_observed[np.arange(len(ckpt_done)), np.maximum(ckpt_done - 1, 0)]
         return EpisodeRecord(
             num_gpus=self.num_gpus,
-            n_ckpt=self.curves.true_eval.shape[1],
+            n_ckpt=self.n_ckpt,
             arrival=self.batch.arrival_h,
-            finish=np.array([j.finish for j in jobs]),
-            first_start=np.array([j.first_start for j in jobs]),
+            finish=np.array(self._finish, dtype=float),
+            first_start=np.array(self._first_start, dtype=float),
             job_type=self.batch.job_type,
             gpus=self.batch.gpus,
             duration=self.batch.duration_h,
             hacking=self.batch.hacking,
             peak_progress=self.curves.peak_progress,
-            stopped=np.array([j.stopped for j in jobs]),
-            ckpt_done=np.array([j.ckpt_done for j in jobs]),
-            delivered=np.array([j.delivered for j in jobs]),
+            stopped=stopped,
+            ckpt_done=ckpt_done,
+            delivered=np.where(stopped, best, self.n_ckpt - 1),
             true_eval=self.curves.true_eval,
-            gpu_hours=np.array([j.gpu_hours for j in jobs]),
+            gpu_hours=np.array(self._gpu_hours, dtype=float),
         )
 
     def metrics(self) -> dict[str, float]:
@@ -358,37 +474,69 @@ class Simulator:
         return m
 
     # ---------------------------------------------------------------- internals
-    def work_fraction(self, jid: int, i: int) -> float:
-        """Fraction of job ``jid``'s work done at its checkpoint ``i`` (1-based; i / K unjittered)."""
-        if self.step_frac is None:
-            return i / self.jobs[jid].n_ckpt
-        return self.step_frac[jid][i - 1]
+    def _view_of(self, jid: int) -> JobView:
+        """Copy the whitelisted fields of job ``jid`` at its last checkpoint."""
+        rows = self._view_rows
+        if rows is None:
+            rows = self._view_rows = self._build_view_rows()
+        i = self._ckpt[jid]
+        lo = i - self.window if i > self.window else 0
+        return _new_view(
+            JobView,
+            (
+                self._type[jid],
+                rows[0][jid][lo:i],
+                rows[2][jid][i - 1],
+                i / self.n_ckpt,
+                rows[1][jid][lo:i],
+            ),
+        )
 
-    def _push(self, t: float, kind: int, job: Job) -> None:
-        self._counter += 1
-        heapq.heappush(self._heap, (t, self._counter, kind, job.jid, job.epoch))
+    def _build_view_rows(
+        self,
+    ) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]], list[list[int]]]:
+        """Evals and losses as tuple rows (a window slice is then a tuple), and the declines."""
+        c = self.curves
+        return (
+            list(map(tuple, c.obs_eval.tolist())),
+            list(map(tuple, self._loss)),
+            self.declines.tolist(),
+        )
 
-    def _clock(self, t: float) -> None:
-        dt = t - self.now
-        if dt > 0:
-            self.jobs_area += self.n_in_system * dt
-            self.busy_area += (self.num_gpus - self.free) * dt
-            self.now = t
-
-    def _log(self, kind: str, job: Job) -> None:
+    def _log(self, kind: str, jid: int) -> None:
         if self.events is not None:
-            self.events.append(Event(self.now, kind, job.jid, self.free))
+            self.events.append(Event(self.now, kind, jid, self.free))
 
-    def _enqueue(self, job: Job) -> None:
-        job.state = WAITING
-        d = job.gpus
+    def _arrive(self, jid: int) -> None:
+        """A job enters the system: the platform learns its public numbers."""
+        self.n_in_system += 1
+        self._views[jid] = SchedulingView(
+            jid, self._gpus[jid], self._arrival[jid], self._estimate[jid], self.n_ckpt
+        )
+        self._log("arrival", jid)
+        self._enqueue(jid)
+        self._schedule()
+
+    def _enqueue(self, jid: int) -> None:
+        self._state[jid] = WAITING
+        d = self._gpus[jid]
         q = self._waiting.get(d)
         if q is None:
             q = self._waiting[d] = []
             self._demands.append(d)
             self._demands.sort()
-        heapq.heappush(q, (self.scheduler.key(job), job.jid))
+        entry = (self.scheduler.key(self._views[jid]), jid)
+        heapq.heappush(q, entry)
         self._n_waiting += 1
+        if self._top_valid and (self._top is None or entry < self._top):
+            self._top = entry
+
+    def _waiting_top(self) -> tuple[Any, int]:
+        """The best waiting (key, jid) of any size (cached until a waiting job leaves)."""
+        best = self._best_waiting(math.inf)
+        assert best is not None
+        self._top, self._top_valid = best[0], True
+        return best[0]
 
     def _best_waiting(self, max_gpus: float) -> tuple[tuple[Any, int], int] | None:
         best: tuple[Any, int] | None = None
@@ -401,79 +549,72 @@ class Simulator:
                 best, best_d = q[0], d
         return None if best is None else (best, best_d)
 
-    def _push_running(self, job: Job) -> None:
-        job.run_ver += 1
-        heapq.heappush(self._running, (_neg(self.scheduler.key(job)), job.jid, job.run_ver))
+    def _push_running(self, jid: int) -> Any:
+        """Record a running job's current key in the max-heap of running jobs; return the key."""
+        ver = self._run_ver[jid] = self._run_ver[jid] + 1
+        key = self.scheduler.key(self._views[jid])
+        running = self._running
+        heapq.heappush(running, (-key if type(key) is float else _neg(key), jid, ver))
+        if len(running) > self._compact_at:
+            self._compact_running()
+        return key
 
-    def _start(self, job: Job) -> None:
-        job.state = RUNNING
-        self.free -= job.gpus
-        job.seg_start = self.now
-        job.epoch += 1
-        if math.isnan(job.first_start):
-            job.first_start = self.now
-        self._push_next_checkpoint(job)
+    def _compact_running(self) -> None:
+        """Drop stale entries of the running heap (its pop order does not change)."""
+        state, ver = self._state, self._run_ver
+        live = [e for e in self._running if state[e[1]] == RUNNING and e[2] == ver[e[1]]]
+        heapq.heapify(live)
+        self._running = live
+        self._compact_at = 4 * len(live) + 64
+
+    def _start(self, jid: int) -> None:
+        self._state[jid] = RUNNING
+        self.free -= self._gpus[jid]
+        self._seg_start[jid] = self.now
+        self._epoch[jid] += 1
+        if math.isnan(self._first_start[jid]):
+            self._first_start[jid] = self.now
+        self._push_next_checkpoint(jid)
         if self.preemptive:
-            self._push_running(job)
+            self._push_running(jid)
         if self.events is not None:
-            self._log("start", job)
+            self._log("start", jid)
 
-    def _push_next_checkpoint(self, job: Job) -> None:
+    def _push_next_checkpoint(self, jid: int) -> None:
         if self.step_frac is None:
-            work_at_next = job.duration * (job.ckpt_done + 1) / job.n_ckpt
+            work_at_next = self._duration[jid] * (self._ckpt[jid] + 1) / self.n_ckpt
         else:
-            work_at_next = job.duration * self.step_frac[job.jid][job.ckpt_done]
-        self._push(self.now + max(work_at_next - job.work_done, 0.0), CHECKPOINT, job)
+            work_at_next = self._duration[jid] * self.step_frac[jid][self._ckpt[jid]]
+        self._counter = c = self._counter + 1
+        left = work_at_next - self._work[jid]
+        t = self.now + (0.0 if left < 0.0 else left)  # max(left, 0.0), without the call
+        heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
 
-    def _preempt(self, job: Job) -> None:
-        ran = self.now - job.seg_start
-        job.work_done += ran
-        job.gpu_hours += job.gpus * ran
-        job.epoch += 1  # invalidates its pending checkpoint event
-        job.preemptions += 1
-        self.free += job.gpus
-        self._log("preempt", job)
-        self._enqueue(job)
+    def _preempt(self, jid: int) -> None:
+        ran = self.now - self._seg_start[jid]
+        work = self._work[jid] = self._work[jid] + ran
+        self._views[jid]._work_done = work  # type: ignore[union-attr]
+        self._gpu_hours[jid] += self._gpus[jid] * ran
+        self._epoch[jid] += 1  # invalidates its pending checkpoint event
+        self._preemptions[jid] += 1
+        self.free += self._gpus[jid]
+        self._log("preempt", jid)
+        self._enqueue(jid)
 
-    def _checkpoint(self, job: Job) -> bool:
-        """Record checkpoint i of a running job; True if a decision is needed."""
-        ran = self.now - job.seg_start
-        job.gpu_hours += job.gpus * ran
-        job.seg_start = self.now
-        i = job.ckpt_done = job.ckpt_done + 1
-        if self.step_frac is None:
-            job.work_done = job.duration * i / job.n_ckpt  # exact, no drift
-        else:
-            job.work_done = job.duration * self.step_frac[job.jid][i - 1]
-        ev = job.obs_eval
-        if i >= 2 and ev[i - 1] < ev[i - 2]:
-            job.declines += 1
-        else:
-            job.declines = 0
-        if job.best_idx < 0 or ev[i - 1] > ev[job.best_idx]:
-            job.best_idx = i - 1
-        if self.events is not None:
-            self._log("eval", job)
-        if i == job.n_ckpt:
-            self._finish(job, stopped=False)
-            self._schedule()
-            return False
-        return True
-
-    def _finish(self, job: Job, *, stopped: bool) -> None:
-        job.state = DONE
-        job.stopped = stopped
-        job.finish = self.now
-        job.epoch += 1
-        self.free += job.gpus
+    def _finish_job(self, jid: int, *, stopped: bool) -> None:
+        self._state[jid] = DONE
+        self._stopped[jid] = stopped
+        self._finish[jid] = self.now
+        self._epoch[jid] += 1
+        self.free += self._gpus[jid]
         self.n_in_system -= 1
         self.n_done += 1
-        self.finished_order.append(job.jid)
-        self._log("stop" if stopped else "complete", job)
+        self._finished.append(jid)
+        self._log("stop" if stopped else "complete", jid)
 
     def _schedule(self) -> None:
         """Start waiting jobs in key order while they fit; preempt if allowed."""
-        jobs, waiting = self.jobs, self._waiting
+        waiting = self._waiting
         while self._n_waiting:
             while self.free > 0 and self._n_waiting:
                 best = self._best_waiting(self.free)
@@ -481,30 +622,37 @@ class Simulator:
                     break
                 heapq.heappop(waiting[best[1]])
                 self._n_waiting -= 1
-                self._start(jobs[best[0][1]])
-            if not self.scheduler.preemptive or not self._n_waiting:
+                self._top_valid = False
+                self._start(best[0][1])
+            if not self.preemptive or not self._n_waiting:
                 return
-            top = self._best_waiting(math.inf)
-            assert top is not None
-            (wkey, _), need_gpus = top
-            need = need_gpus - self.free
-            victims: list[tuple[Any, int, int]] = []
-            freed = 0
-            running = self._running
-            while freed < need and running:
-                entry = running[0]
-                job = jobs[entry[1]]
-                if job.state != RUNNING or entry[2] != job.run_ver:
-                    heapq.heappop(running)  # stale entry
-                    continue
-                # Preempt only for a strictly better key: ties never thrash.
-                if not wkey < _neg(entry[0]):
-                    break
-                victims.append(heapq.heappop(running))
-                freed += job.gpus
-            if freed < need:
-                for entry in victims:
-                    heapq.heappush(running, entry)
+            if not self._preempt_for_best_waiting():
                 return
+
+    def _preempt_for_best_waiting(self) -> bool:
+        """Preempt the worst-keyed running jobs for the best waiting one, if enough can go."""
+        top = self._best_waiting(math.inf)
+        assert top is not None
+        (wkey, _), need_gpus = top
+        need = need_gpus - self.free
+        victims: list[tuple[Any, int, int]] = []
+        freed = 0
+        running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
+        while freed < need and running:
+            entry = running[0]
+            jid = entry[1]
+            if state[jid] != RUNNING or entry[2] != run_ver[jid]:
+                heapq.heappop(running)  # stale entry
+                continue
+            # Preempt only for a strictly better key: ties never thrash.
+            if not wkey < _neg(entry[0]):
+                break
+            victims.append(heapq.heappop(running))
+            freed += gpus[jid]
+        if freed < need:
             for entry in victims:
-                self._preempt(jobs[entry[1]])
+                heapq.heappush(running, entry)
+            return False
+        for entry in victims:
+            self._preempt(entry[1])
+        return True

@@ -79,7 +79,21 @@ class EpisodeRecord:
 
 
 def _ratio(num: float, den: float) -> float:
+    """num / den, NaN where the denominator is 0."""
     return float(num / den) if den > 0 else float("nan")
+
+
+_sum = np.add.reduce
+_count = np.count_nonzero
+
+
+def _mean(x: np.ndarray) -> float:
+    """``float(x.mean())`` of a float array, NaN if empty, without ``mean``'s per-call overhead.
+
+    ndarray.mean of a float64 array is ``np.add.reduce(x) / x.size``: the same
+    operations, so the same bits.
+    """
+    return float(_sum(x)) / x.size if x.size else float("nan")
 
 
 def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
@@ -89,48 +103,49 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
     n = len(r.arrival)
     jct = r.finish - r.arrival
     hack, flag = r.hacking.astype(bool), r.stopped.astype(bool)
-    tp = int(np.sum(hack & flag))
-    fp = int(np.sum(~hack & flag))
-    fn = int(np.sum(hack & ~flag))
+    tp = _count(hack & flag)
+    fp = _count(~hack & flag)
+    fn = _count(hack & ~flag)
     precision = _ratio(tp, tp + fp)
     recall = _ratio(tp, tp + fn)
     f1 = _ratio(2 * tp, 2 * tp + fp + fn)
     end_progress = r.ckpt_done / r.n_ckpt
     after_peak = np.where(hack, np.maximum(end_progress - r.peak_progress, 0.0), 0.0)
-    wasted = float(np.sum(r.gpus * r.duration * after_peak))
+    wasted = float(_sum(r.gpus * r.duration * after_peak))
     tp_mask = hack & flag
     late = tp_mask & (end_progress >= r.peak_progress)
     delay = (end_progress - r.peak_progress) * r.n_ckpt
     delivered_q = r.true_eval[np.arange(n), r.delivered]
     regret = r.true_eval.max(axis=1) - delivered_q
     makespan = float(r.finish.max() - r.arrival.min())
-    gpu_hours = float(r.gpu_hours.sum())
+    gpu_hours = float(_sum(r.gpu_hours))
+    # One call for both percentiles: np.percentile's cost is mostly per call.
+    p50, p95 = np.percentile(jct, [50, 95]).tolist()
     m: dict[str, float] = {
         "n_jobs": float(n),
-        "n_hacking": float(hack.sum()),
-        "n_stopped": float(flag.sum()),
-        "mean_jct_h": float(jct.mean()),
-        "p50_jct_h": float(np.percentile(jct, 50)),
-        "p95_jct_h": float(np.percentile(jct, 95)),
-        "mean_jct_h_completed": float(jct[~flag].mean()) if (~flag).any() else float("nan"),
-        "mean_wait_h": float(np.mean(r.first_start - r.arrival)),
+        "n_hacking": float(_count(hack)),
+        "n_stopped": float(_count(flag)),
+        "mean_jct_h": _mean(jct),
+        "p50_jct_h": p50,
+        "p95_jct_h": p95,
+        "mean_jct_h_completed": _mean(jct[~flag]),
+        "mean_wait_h": _mean(r.first_start - r.arrival),
         "makespan_h": makespan,
         "utilisation": _ratio(gpu_hours, r.num_gpus * makespan),
         "gpu_hours": gpu_hours,
         "wasted_gpu_hours": wasted,
         "precision": precision,
         "recall": recall,
-        "fpr": _ratio(fp, int(np.sum(~hack))),
+        "fpr": _ratio(fp, n - _count(hack)),
         "f1": f1,
         "tp": float(tp),
         "fp": float(fp),
         "fn": float(fn),
-        "detection_delay_evals": float(delay[late].mean()) if late.any() else float("nan"),
-        "stops_before_peak": float(np.sum(tp_mask & (end_progress < r.peak_progress))),
-        "mean_delivered_quality": float(delivered_q.mean()),
-        "mean_regret": float(regret.mean()),
+        "detection_delay_evals": _mean(delay[late]),
+        "stops_before_peak": float(_count(tp_mask & (end_progress < r.peak_progress))),
+        "mean_delivered_quality": _mean(delivered_q),
+        "mean_regret": _mean(regret),
     }
     for t, name in enumerate(JOB_TYPES):
-        sel = r.job_type == t
-        m[f"mean_jct_h_{name}"] = float(jct[sel].mean()) if sel.any() else float("nan")
+        m[f"mean_jct_h_{name}"] = _mean(jct[r.job_type == t])
     return m

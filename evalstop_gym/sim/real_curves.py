@@ -84,5 +84,6 @@ def apply_real_curves(
 
 
 def resample_proxy(t: CurveTrace, k: int) -> np.ndarray:
+    """The proxy-reward series of ``t`` resampled at ``k`` evenly spaced checkpoints."""
     x = t.step / float(t.step[-1])
     return np.interp(np.arange(1, k + 1) / k, x, t.proxy)

@@ -12,9 +12,11 @@ Adding a scheduler means subclassing :class:`Scheduler` with a ``name``; the
 class registers itself and ``SimConfig(scheduler=name)`` finds it.  The
 engine does not change.
 
-Keys may read only what a platform knows about a job: arrival time, GPU
+A key receives a :class:`~evalstop_gym.sim.job.SchedulingView`, never the
+engine's job: only what a platform knows about a job (arrival time, GPU
 demand, the duration *estimate*, time run so far, checkpoints done and the
-observed losses.  Never the true duration or the hack label.
+losses reported so far), read-only.  The true duration, the hack label and
+the curves are not reachable from it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from .engine import Job
+    from .job import SchedulingView
 
 Key = float | tuple[float, ...]
 
@@ -40,14 +42,17 @@ class Scheduler:
     preemptive: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register every subclass that defines a ``name``."""
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
             SCHEDULERS[cls.name] = cls
 
-    def key(self, job: Job) -> Key:
+    def key(self, job: SchedulingView) -> Key:
+        """The job's priority now: lower runs first."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
+        """Class name and options."""
         return f"{type(self).__name__}()"
 
 
@@ -56,7 +61,8 @@ class Fifo(Scheduler):
 
     name = "fifo"
 
-    def key(self, job: Job) -> Key:
+    def key(self, job: SchedulingView) -> Key:
+        """Arrival time."""
         return job.arrival
 
 
@@ -65,7 +71,8 @@ class SjfEst(Scheduler):
 
     name = "sjf-est"
 
-    def key(self, job: Job) -> Key:
+    def key(self, job: SchedulingView) -> Key:
+        """Estimated duration."""
         return job.estimate
 
 
@@ -75,8 +82,10 @@ class SrtfEst(Scheduler):
     name = "srtf-est"
     preemptive = True
 
-    def key(self, job: Job) -> Key:
-        return max(job.estimate - job.work_done, 0.0)
+    def key(self, job: SchedulingView) -> Key:
+        """Estimated remaining time, never below zero."""
+        left = job.estimate - job.work_done
+        return 0.0 if left < 0.0 else left  # max(left, 0.0) without the call
 
 
 class LossAware(Scheduler):
@@ -93,21 +102,25 @@ class LossAware(Scheduler):
     preemptive = True
 
     def __init__(self, window: int = 2) -> None:
+        """Rate the loss reduction over the last ``window`` checkpoints."""
         if not isinstance(window, int) or window < 1:
             raise ConfigError("scheduler_options.window", window, "an integer >= 1")
         self.window = window
 
-    def key(self, job: Job) -> Key:
+    def key(self, job: SchedulingView) -> Key:
+        """Minus the loss reduction per GPU-hour over the last ``window`` checkpoints."""
         i = job.ckpt_done
         if i == 0:
             return -math.inf
+        loss = job.observed_loss
         j = max(i - self.window, 0)
-        before = job.loss[j - 1] if j > 0 else 1.0  # losses are relative to their initial value
+        before = loss[j - 1] if j > 0 else 1.0  # losses are relative to their initial value
         # Run time between checkpoints is observed by the platform (wall clock).
         hours = job.gpus * job.work_done * (i - j) / i
-        return -(before - job.loss[i - 1]) / hours
+        return -(before - loss[i - 1]) / hours
 
     def __repr__(self) -> str:
+        """Class name and options."""
         return f"LossAware(window={self.window})"
 
 
@@ -122,6 +135,7 @@ class Tiresias(Scheduler):
     preemptive = True
 
     def __init__(self, thresholds: tuple[float, ...] = (8.0, 64.0)) -> None:
+        """Demote a job each time its attained service crosses a threshold (GPU-hours)."""
         th = tuple(thresholds)
         if not th or any(not t > 0 for t in th) or list(th) != sorted(th):
             raise ConfigError(
@@ -131,12 +145,14 @@ class Tiresias(Scheduler):
             )
         self.thresholds = th
 
-    def key(self, job: Job) -> Key:
-        service = job.gpus * job.work_done
+    def key(self, job: SchedulingView) -> Key:
+        """(queue index by attained service, arrival time)."""
+        service = job.attained_service
         queue = sum(1 for t in self.thresholds if service >= t)
         return (float(queue), job.arrival)
 
     def __repr__(self) -> str:
+        """Class name and options."""
         return f"Tiresias(thresholds={self.thresholds})"
 
 

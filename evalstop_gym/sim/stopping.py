@@ -21,10 +21,12 @@ class KDeclineRule:
     k: int = 2
 
     def __post_init__(self) -> None:
+        """Refuse a ``k`` that is not an integer >= 1."""
         if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 1:
             raise ConfigError("k", self.k, "an integer >= 1")
 
     def __call__(self, view: JobView) -> bool:
+        """Stop when the job's evals have declined ``k`` times in a row."""
         return view.consecutive_declines >= self.k
 
 

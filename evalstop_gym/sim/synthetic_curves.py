@@ -63,25 +63,43 @@ def sample_curves(
     rlhf = types == RLHF
     hacking = batch.hacking
 
-    def u(lo_hi: tuple[float, float]) -> np.ndarray:
-        return rng.uniform(lo_hi[0], lo_hi[1], size=n)
-
     # Draw every parameter for every job (fixed number of draws per job) so a
-    # change of mix or label does not shift the other jobs' streams.
-    rl_base, rl_amp = u(cal.rlhf_base), u(cal.rlhf_amplitude)
-    hack_peak, healthy_peak = u(cal.hack_peak), u(cal.healthy_peak)
-    sft_base, sft_amp, sft_tau = u(cal.sft_base), u(cal.sft_amplitude), u(cal.sft_tau)
-    loss_floor, loss_tau = u(cal.loss_floor), u(cal.loss_tau)
-    plateau = rng.random(n) < cal.loss_plateau_fraction
-    plateau_at = u(cal.loss_plateau_at)
-    proxy_amp = u(cal.proxy_amplitude)
+    # change of mix or label does not shift the other jobs' streams.  One
+    # call, row by row, gives the very draws of one call per parameter
+    # (low + (high - low) * u for each, in order); the plateau row is a plain
+    # U[0, 1) draw (0 + 1 * u is u).
+    ranges = (
+        cal.rlhf_base,
+        cal.rlhf_amplitude,
+        cal.hack_peak,
+        cal.healthy_peak,
+        cal.sft_base,
+        cal.sft_amplitude,
+        cal.sft_tau,
+        cal.loss_floor,
+        cal.loss_tau,
+        (0.0, 1.0),
+        cal.loss_plateau_at,
+        cal.proxy_amplitude,
+    )
+    lo = np.array([r[0] for r in ranges], dtype=float)[:, None]
+    hi = np.array([r[1] for r in ranges], dtype=float)[:, None]
+    draws = rng.uniform(lo, hi, size=(len(ranges), n))
+    rl_base, rl_amp, hack_peak, healthy_peak = draws[0], draws[1], draws[2], draws[3]
+    sft_base, sft_amp, sft_tau = draws[4], draws[5], draws[6]
+    loss_floor, loss_tau = draws[7], draws[8]
+    plateau = draws[9] < cal.loss_plateau_fraction
+    plateau_at, proxy_amp = draws[10], draws[11]
 
     peak = np.where(hacking, hack_peak, np.where(rlhf, healthy_peak, np.inf))
-    rl_curve = rl_base[:, None] + rl_amp[:, None] * gao_shape(p[None, :] / peak[:, None])
-    sft_curve = sft_base[:, None] + sft_amp[:, None] * saturating_shape(
-        p[None, :], sft_tau[:, None]
+    # Each curve is computed for the jobs that use it only (elementwise, so
+    # the same values as computing both for every job and picking).
+    rl, sft = np.flatnonzero(rlhf), np.flatnonzero(~rlhf)
+    true_eval = np.empty((n, k))
+    true_eval[rl] = rl_base[rl, None] + rl_amp[rl, None] * gao_shape(p[None, :] / peak[rl, None])
+    true_eval[sft] = sft_base[sft, None] + sft_amp[sft, None] * saturating_shape(
+        p[None, :], sft_tau[sft, None]
     )
-    true_eval = np.where(rlhf[:, None], rl_curve, sft_curve)
 
     # Training loss falls for every job, hacking or not: the decoupling the
     # paper rests on.  A plateauing job stops improving at `plateau_at`.
@@ -89,7 +107,7 @@ def sample_curves(
     true_loss = loss_floor[:, None] + (1 - loss_floor[:, None]) * np.exp(
         -p_loss / loss_tau[:, None]
     )
-    proxy = proxy_amp[:, None] * saturating_shape(p[None, :], np.full((n, 1), 0.5))
+    proxy = proxy_amp[:, None] * saturating_shape(p, np.float64(0.5))[None, :]
 
     z_eval = noise_rng.standard_normal((n, k))
     z_loss = noise_rng.standard_normal((n, k))

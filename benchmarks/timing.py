@@ -1,0 +1,47 @@
+"""Shared timing for the benchmark scripts: process CPU time, interleaved repetitions.
+
+The machine is shared, so wall-clock figures move with other people's load.
+Each benchmark runs its contenders in turn, ``reps`` times (A B A B ...),
+measures each run with ``time.process_time`` (this process's CPU time), and
+reports the ratio of the best runs (min) and the median of the per-round
+ratios.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def cpu_rate(run: Callable[[], float]) -> float:
+    """Units of work per CPU second of one call of ``run`` (which returns its units)."""
+    t0 = time.process_time()
+    units = run()
+    return units / (time.process_time() - t0)
+
+
+def interleaved(contenders: dict[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
+    """Rates (units per CPU second) of each contender over ``reps`` interleaved rounds."""
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(reps):
+        for name, run in contenders.items():
+            rates[name].append(cpu_rate(run))
+    return rates
+
+
+def ratio(rates: dict[str, list[float]], num: str, den: str) -> tuple[float, float]:
+    """(ratio of the best rates, median of the per-round ratios) of ``num`` over ``den``."""
+    best = max(rates[num]) / max(rates[den])
+    med = statistics.median(a / b for a, b in zip(rates[num], rates[den]))
+    return best, med
+
+
+def report(title: str, rates: dict[str, list[float]], num: str, den: str, target: float) -> str:
+    """One line: best rates of both, the ratios, the target and whether it is met."""
+    best, med = ratio(rates, num, den)
+    ok = "met" if min(best, med) >= target else "NOT met"
+    return (
+        f"{title:34s} {max(rates[num]):11.0f}/s {max(rates[den]):11.0f}/s "
+        f"ratio best {best:5.2f} median {med:5.2f}  (target >= {target:.2f}: {ok})"
+    )

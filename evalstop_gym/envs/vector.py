@@ -1,0 +1,175 @@
+"""A native batched ``EvalStop-v0``: N simulators in one process, one batch per step.
+
+``gym.make_vec("EvalStop-v0", num_envs=N, vectorization_mode="vector_entry_point")``
+builds :class:`EvalStopVectorEnv`.  Where Gymnasium's ``SyncVectorEnv`` steps N
+wrapped environments and stacks N observation dicts, this one drives N
+:class:`~evalstop_gym.envs.EvalStopEnv` cores directly and writes each one's
+tabulated observation row into one preallocated (N, D) float32 buffer; the
+batch observation is a dict of column views of (a copy of) that buffer.
+
+Episodes, rewards and observations are exactly those of N single envs seeded
+``seed, seed + 1, ...`` (tested).  Autoreset follows Gymnasium's default,
+next-step mode: the step that ends an episode returns its terminal
+observation (zeros) and ``terminated=True``; the next step resets that
+sub-environment, ignores its action, and returns the new episode's first
+observation with reward 0.  ``autoreset_mode=AutoresetMode.SAME_STEP`` (what
+Stable-Baselines3 expects) resets in the step that ends the episode instead:
+that step returns the new episode's first observation, with the terminal one
+in ``info["final_obs"]``.
+
+Per-step ``info`` is left empty (building N info dicts a step would cost
+more than the step); the step that ends a sub-environment's episode carries
+its ``episode_metrics`` in Gymnasium's vector-info layout (arrays with an
+``_episode_metrics`` mask), under ``info["final_info"]`` in same-step mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from ..errors import ConfigError
+from .evalstop import EvalStopEnv
+
+
+class EvalStopVectorEnv(VectorEnv):
+    """N ``EvalStop-v0`` episodes stepped as one batch (see the module docstring).
+
+    Args:
+        num_envs: Number of sub-environments N.
+        flatten: Observations as one (N, D) float32 Box (the fields
+            concatenated in boundary order) instead of a Dict; what an
+            ``MlpPolicy`` wants, with no flattening cost.
+        copy: Return a copy of the observation buffer (default).  False
+            returns the buffer itself, overwritten by the next step.
+        autoreset_mode: ``NEXT_STEP`` (Gymnasium's default) or ``SAME_STEP``.
+        **env_kwargs: Arguments of :class:`~evalstop_gym.envs.EvalStopEnv`.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP}  # noqa: RUF012
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        *,
+        flatten: bool = False,
+        copy: bool = True,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        **env_kwargs: Any,
+    ) -> None:
+        """Build N sub-environments with the same arguments."""
+        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+            raise ConfigError("num_envs", num_envs, "an integer >= 1")
+        modes = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+        if autoreset_mode not in modes and autoreset_mode not in [m.value for m in modes]:
+            raise ConfigError(
+                "autoreset_mode", autoreset_mode, f"one of {[m.value for m in modes]}"
+            )
+        self.same_step = AutoresetMode(autoreset_mode) == AutoresetMode.SAME_STEP
+        self.metadata = {"autoreset_mode": AutoresetMode(autoreset_mode)}
+        self.num_envs = num_envs
+        self.envs = [EvalStopEnv(**env_kwargs) for _ in range(num_envs)]
+        first = self.envs[0]
+        self.flatten = flatten
+        self.copy = copy
+        self._slices = first._slices
+        width = first._row_width
+        if flatten:
+            lows = np.concatenate([first.observation_space[f].low for f, _, _ in self._slices])
+            highs = np.concatenate([first.observation_space[f].high for f, _, _ in self._slices])
+            self.single_observation_space = spaces.Box(lows, highs, (width,), np.float32)
+        else:
+            self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.render_mode = None
+        self._buf = np.zeros((num_envs, width), np.float32)
+        self._zero_row = np.zeros(width, np.float32)  # the terminal observation
+        self._autoreset = [False] * num_envs
+        self._started = False
+
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every sub-environment; an int seed s seeds them s, s + 1, ..."""
+        super().reset(seed=seed if isinstance(seed, int) else None)
+        if seed is None or isinstance(seed, int):
+            seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"seed: {len(seeds)} seeds given for {self.num_envs} envs")
+        for i, (env, s) in enumerate(zip(self.envs, seeds)):
+            gym.Env.reset(env, seed=s)  # seeds its np_random as env.reset(seed=s) does
+            self._buf[i] = env._reset_row()
+        self._autoreset = [False] * self.num_envs
+        self._started = True
+        return self._observation(), {}
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """One decision per sub-environment (0 continue, 1 stop), next-step autoreset."""
+        if not self._started:
+            raise RuntimeError("step() called before reset(): call envs.reset() first")
+        acts = np.asarray(actions)
+        if acts.shape != (self.num_envs,) or acts.dtype.kind not in "iub":
+            raise ValueError(
+                f"actions={actions!r}: an integer array of shape ({self.num_envs},) of 0 or 1"
+            )
+        stops = acts.tolist()
+        if not set(stops) <= {0, 1}:
+            raise ValueError(f"actions={actions!r}: every action is 0 (continue) or 1 (stop)")
+        autoreset = self._autoreset
+        rows: list[np.ndarray] = []
+        rewards = [0.0] * self.num_envs
+        terminated = [False] * self.num_envs
+        infos: dict[str, Any] = {}
+        for i, env in enumerate(self.envs):
+            if autoreset[i]:
+                rows.append(env._reset_row())
+                autoreset[i] = False
+                continue
+            row, rewards[i] = env._step_row(stops[i] == 1)
+            if row is not None:
+                rows.append(row)
+                continue
+            terminated[i] = True
+            metrics = {"episode_metrics": env.episode_metrics()}
+            if self.same_step:
+                final = self._single(self._zero_row.copy())
+                infos = self._add_info(infos, {"final_obs": final, "final_info": metrics}, i)
+                rows.append(env._reset_row())
+            else:
+                infos = self._add_info(infos, metrics, i)
+                rows.append(self._zero_row)
+                autoreset[i] = True
+        # One C call for the whole batch instead of N row assignments.
+        np.concatenate(rows, out=self._buf.reshape(-1))
+        return (
+            self._observation(),
+            np.array(rewards),
+            np.array(terminated),
+            np.zeros(self.num_envs, dtype=bool),
+            infos,
+        )
+
+    def _single(self, row: np.ndarray) -> Any:
+        """One sub-environment's observation from its row."""
+        return row if self.flatten else {f: row[a:b] for f, a, b in self._slices}
+
+    def _observation(self) -> Any:
+        """The batch observation: the buffer (or a copy), as a Box or a dict of column views."""
+        buf = self._buf.copy() if self.copy else self._buf
+        if self.flatten:
+            return buf
+        return {f: buf[:, a:b] for f, a, b in self._slices}
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close every sub-environment."""
+        for env in self.envs:
+            env.close()

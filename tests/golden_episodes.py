@@ -1,0 +1,120 @@
+"""Whole-episode results that every optimisation must reproduce bit for bit.
+
+``collect()`` runs a fixed set of episodes through the public API only (the
+Gymnasium env with seeded pseudo-random actions, and ``Simulator.run`` with
+EvalStop's k-decline rule on synthetic workloads and on the shipped Philly
+sample) and returns, per case, the exact metrics (as ``float.hex``) and a
+SHA-256 digest of every observation, reward, flag and ``info`` of every step.
+
+The stored fixture ``tests/data/golden_episodes.json`` was written from the
+engine of commit 1524925 (before the speed work of issue #15): with a git
+worktree of that commit at REF, from the root of this repository::
+
+    PYTHONPATH=REF python tests/golden_episodes.py
+
+(the script uses only the public API, which that commit already had).
+
+Regenerate it only for a deliberate change of results, and say so in the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import evalstop_gym
+from evalstop_gym import SAMPLE_TRACE, KDeclineRule, SimConfig, Simulator
+
+FIXTURE = Path(__file__).with_name("data") / "golden_episodes.json"
+SCHEDULER_NAMES = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
+
+
+def _hex(v: Any) -> str:
+    v = float(v)
+    return "nan" if math.isnan(v) else v.hex()
+
+
+def _hex_metrics(m: dict[str, float]) -> dict[str, str]:
+    return {k: _hex(v) for k, v in sorted(m.items())}
+
+
+def _env_case(seed: int, stop_p: float, **kwargs: Any) -> dict[str, Any]:
+    env = gym.make("EvalStop-v0", **kwargs)
+    rng = np.random.default_rng(seed + 1000)
+    h = hashlib.sha256()
+    obs, info = env.reset(seed=seed)
+    steps, total = 0, 0.0
+    while True:
+        for k in sorted(obs):
+            h.update(k.encode())
+            h.update(np.ascontiguousarray(obs[k], dtype=np.float32).tobytes())
+        h.update(repr(sorted((k, v) for k, v in info.items() if k != "episode_metrics")).encode())
+        action = int(rng.random() < stop_p)
+        obs, reward, terminated, truncated, info = env.step(action)
+        h.update(float(reward).hex().encode() + bytes([terminated, truncated]))
+        total += reward
+        steps += 1
+        if terminated or truncated:
+            break
+    return {
+        "steps": steps,
+        "return": _hex(total),
+        "digest": h.hexdigest(),
+        "metrics": _hex_metrics(info["episode_metrics"]),
+    }
+
+
+def _sim_case(seed: int, **cfg: Any) -> dict[str, Any]:
+    sim = Simulator(SimConfig(**cfg), seed, record_events=True)
+    m = sim.run(KDeclineRule(2))
+    h = hashlib.sha256()
+    for e in sim.events or []:
+        h.update(f"{e.time.hex()} {e.kind} {e.jid} {e.free_gpus};".encode())
+    return {"metrics": _hex_metrics(m), "events": h.hexdigest()}
+
+
+def _arrays_case(seed: int, **cfg: Any) -> dict[str, Any]:
+    """Digest of every drawn array of an episode (jobs and curves, hidden ones included)."""
+    sim = Simulator(SimConfig(**cfg), seed)
+    b, c = sim.batch, sim.curves
+    h = hashlib.sha256()
+    for a in (b.arrival_h, b.job_type, b.gpus, b.duration_h, b.estimate_h, b.hacking):
+        h.update(np.ascontiguousarray(a).tobytes())
+    for a in (c.progress, c.true_eval, c.obs_eval, c.loss, c.proxy, c.peak_progress):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return {"metrics": {}, "arrays": h.hexdigest()}
+
+
+def collect() -> dict[str, dict[str, Any]]:
+    """Run every golden case and return its results."""
+    assert evalstop_gym  # registers EvalStop-v0
+    out: dict[str, dict[str, Any]] = {}
+    for s in SCHEDULER_NAMES:
+        out[f"env-{s}-utility"] = _env_case(3, 0.15, n_jobs=30, scheduler=s)
+        out[f"env-{s}-constant"] = _env_case(4, 0.0, n_jobs=20, scheduler=s)
+        out[f"sim-{s}-heavy"] = _sim_case(5, n_jobs=120, scheduler=s)
+        out[f"sim-{s}-philly-sample"] = _sim_case(6, trace=SAMPLE_TRACE, scheduler=s)
+    out["env-system-reward"] = _env_case(7, 0.2, n_jobs=30, reward="system")
+    out["env-realistic-window3"] = _env_case(
+        8, 0.1, n_jobs=25, calibration="realistic", eval_window=3, scheduler="tiresias"
+    )
+    out["env-subset-fields"] = _env_case(
+        9, 0.3, n_jobs=25, obs_fields="job_type,evals,consecutive_declines", reward="system"
+    )
+    out["env-philly-sample"] = _env_case(10, 0.1, trace=SAMPLE_TRACE, num_gpus=32)
+    out["sim-512-gpus"] = _sim_case(11, n_jobs=300, num_gpus=512, load=1.2)
+    out["arrays-paper"] = _arrays_case(12)
+    out["arrays-realistic"] = _arrays_case(13, calibration="realistic", workload="balanced")
+    out["arrays-philly-sample"] = _arrays_case(14, trace=SAMPLE_TRACE)
+    return out
+
+
+if __name__ == "__main__":
+    FIXTURE.write_text(json.dumps(collect(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {FIXTURE}")

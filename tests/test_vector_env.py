@@ -1,0 +1,120 @@
+"""The native batched EvalStop-v0: the same episodes as N single envs, Gymnasium's autoreset."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import evalstop_gym  # noqa: F401
+from evalstop_gym import ConfigError
+from evalstop_gym.envs import EvalStopVectorEnv
+
+KW = {"n_jobs": 8}
+
+
+def _singles(n: int, seed: int, **kw: object) -> tuple[list[gym.Env], list[dict]]:
+    envs = [gym.make("EvalStop-v0", **KW, **kw) for _ in range(n)]
+    return envs, [e.reset(seed=seed + i)[0] for i, e in enumerate(envs)]
+
+
+@pytest.mark.parametrize("kw", [{}, {"reward": "system", "scheduler": "tiresias"}])
+def test_next_step_autoreset_matches_single_envs(kw: dict) -> None:
+    n = 3
+    venv = gym.make_vec(
+        "EvalStop-v0", num_envs=n, vectorization_mode="vector_entry_point", **KW, **kw
+    )
+    assert isinstance(venv, EvalStopVectorEnv)
+    obs, _ = venv.reset(seed=5)
+    singles, sobs = _singles(n, 5, **kw)
+    for i in range(n):
+        for k in sobs[i]:
+            np.testing.assert_array_equal(obs[k][i], sobs[i][k])
+    rng = np.random.default_rng(0)
+    restart = [False] * n
+    ends = 0
+    for _ in range(250):
+        actions = rng.integers(0, 2, n)
+        obs, rew, term, trunc, info = venv.step(actions)
+        assert obs["evals"].shape == (n, venv.single_observation_space["evals"].shape[0])
+        assert not trunc.any()
+        for i, env in enumerate(singles):
+            if restart[i]:  # next-step autoreset: the action is ignored, reward 0
+                o, r, t = env.reset()[0], 0.0, False
+                restart[i] = False
+            else:
+                o, r, t, _, sinfo = env.step(int(actions[i]))
+                if t:
+                    restart[i] = True
+                    ends += 1
+                    assert info["_episode_metrics"][i]
+                    assert (
+                        info["episode_metrics"]["mean_jct_h"][i]
+                        == sinfo["episode_metrics"]["mean_jct_h"]
+                    )
+            assert rew[i] == r and term[i] == t
+            for k in o:
+                np.testing.assert_array_equal(obs[k][i], o[k])
+    assert ends >= 2
+
+
+def test_same_step_autoreset_and_flat_observations() -> None:
+    n = 2
+    venv = EvalStopVectorEnv(n, flatten=True, autoreset_mode="SameStep", **KW)
+    obs, _ = venv.reset(seed=1)
+    assert obs.shape == (n, venv.single_observation_space.shape[0]) and obs.dtype == np.float32
+    assert venv.observation_space.contains(obs)
+    singles, sobs = _singles(n, 1)
+    flat = [np.concatenate([s[f] for f in singles[0].unwrapped.obs_fields]) for s in sobs]
+    np.testing.assert_array_equal(obs, np.stack(flat))
+    ended = False
+    for _ in range(400):
+        obs, rew, term, trunc, info = venv.step(np.ones(n, dtype=np.int64))
+        if term.any():
+            i = int(np.flatnonzero(term)[0])
+            assert not info["final_obs"][i].any()  # the terminal observation
+            assert info["final_info"]["_episode_metrics"][i]
+            assert obs[i].any()  # already the next episode's first observation
+            ended = True
+            break
+    assert ended
+
+
+def test_bad_actions_and_arguments_are_refused() -> None:
+    venv = EvalStopVectorEnv(2, **KW)
+    with pytest.raises(RuntimeError, match="before reset"):
+        venv.step(np.zeros(2, dtype=np.int64))
+    venv.reset(seed=0)
+    for bad in (np.zeros(3, dtype=np.int64), np.array([0, 2]), np.array([0.5, 1.0])):
+        with pytest.raises(ValueError, match="actions"):
+            venv.step(bad)
+    with pytest.raises(ConfigError, match="num_envs"):
+        EvalStopVectorEnv(0)
+    with pytest.raises(ConfigError, match="autoreset_mode"):
+        EvalStopVectorEnv(1, autoreset_mode="sometimes")
+
+
+def test_sb3_adapter_same_step_autoreset_and_ppo_learns_a_step() -> None:
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    from baselines.native_vec import NativeVecEnv
+
+    venv = NativeVecEnv(2, seed=3, **KW)
+    obs = venv.reset()
+    singles, sobs = _singles(2, 3)
+    fields = singles[0].unwrapped.obs_fields
+    np.testing.assert_array_equal(obs[1], np.concatenate([sobs[1][f] for f in fields]))
+    done_seen = False
+    for _ in range(300):
+        obs, rew, dones, infos = venv.step(np.ones(2, dtype=np.int64))
+        assert rew.dtype == np.float32
+        for i in np.flatnonzero(dones):
+            assert not infos[i]["terminal_observation"].any()
+            assert "mean_jct_h" in infos[i] and infos[i]["TimeLimit.truncated"] is False
+            done_seen = True
+    assert done_seen
+    model = PPO("MlpPolicy", VecMonitor(venv), n_steps=16, batch_size=16, n_epochs=1, seed=0)
+    model.learn(32)
+    assert model.num_timesteps >= 32
