@@ -102,7 +102,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     [GPU-hours_j - GPUs_j * T_j / K]`: delivered quality minus the GPU bill,
     less a per-job constant no policy can change (what checkpoint 1 already
     delivered and cost).  Under privileged knowledge its optimum is to stop each
-    hacking run right after its peak and never stop a healthy one.  The
+    hacking run right after its peak and never stop a healthy one.  With
+    `deliver="best"` a job that runs to K delivers its best observed
+    checkpoint too.  The
     simulator draws every checkpoint when the episode is built, so it can pay
     V_{i+1} - V_i at decision i: exact, immediate per-job credit, with zero
     reward for a job left alone, while the observation holds only the past.
@@ -147,7 +149,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              n_jobs=None, load=None, eval_noise=None, hack_fraction=None,
              eval_window=None, obs_fields=None, reward="utility",
              trace=None, trace_cluster=None, calibration="paper", curves=None,
-             gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
+             deliver="final", gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
              reward_timing="dense")
     ```
 
@@ -166,6 +168,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `gpu_hour_price`, `time_cost`, `quality_weight` 0 to 1000; integers may be
     NumPy integers, never bools.  Anything else raises `ConfigError` naming the
     argument, the value and what is allowed.
+    `deliver`: `final` (the paper's setting) or `best` (a job that runs to the end
+    also delivers its best observed checkpoint; the benchmark suite's setting).
 
     ## Example
 
@@ -204,6 +208,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         trace_cluster: str | None = None,
         calibration: str = "paper",
         curves: str | None = None,
+        deliver: str = "final",
         gpu_hour_price: float = 5e-4,
         time_cost: float = 0.01,
         quality_weight: float = 1.0,
@@ -223,6 +228,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             trace_cluster=trace_cluster,
             eval_window=eval_window,
             curves=curves,
+            deliver=deliver,
         )
         if not isinstance(reward, str) or reward not in REWARD_MODES:
             raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")
@@ -372,7 +378,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         if stop:
             return 0.0  # the job's value is what earlier decisions already paid
         i, best, true = job.ckpt_done, job.best_idx, self._true[job.jid]
-        if i + 1 >= job.n_ckpt:
+        if i + 1 >= job.n_ckpt and not (self.sim is not None and self.sim.deliver_best):
             q1 = true[-1]
         else:
             q1 = true[i] if job.obs_eval[i] > job.obs_eval[best] else true[best]
@@ -404,7 +410,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         gain = cost = 0.0
         for jid in self._newly_finished():
             job, true = sim.jobs[jid], self._true[jid]
-            gain += true[job.delivered] - true[0]
+            gain += true[sim.delivered_index(job)] - true[0]
             first = job.duration * sim.work_fraction(jid, 1)
             cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
         self._return_parts["quality"] += gain
@@ -418,7 +424,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         self._last_jobs_area = sim.jobs_area
         quality = 0.0
         for jid in self._newly_finished():
-            quality += self._true[jid][sim.jobs[jid].delivered]
+            quality += self._true[jid][sim.delivered_index(sim.jobs[jid])]
         self._return_parts["time_in_system"] -= self.time_cost * area
         self._return_parts["quality"] += self.quality_weight * quality
         return -self.time_cost * area + self.quality_weight * quality

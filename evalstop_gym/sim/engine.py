@@ -162,6 +162,7 @@ class Simulator:
         self.window = config.resolved_eval_window()
         self.eval_noise = config.resolved_eval_noise()
         self.calibration = config.resolved_calibration()
+        self.deliver_best = config.deliver == "best"
         # Independent streams: the job mix does not move when the noise level
         # changes, and the noise draws are shared across noise levels.
         ss_jobs, ss_curves, ss_noise = np.random.SeedSequence(seed).spawn(3)
@@ -345,10 +346,14 @@ class Simulator:
             peak_progress=self.curves.peak_progress,
             stopped=np.array([j.stopped for j in jobs]),
             ckpt_done=np.array([j.ckpt_done for j in jobs]),
-            delivered=np.array([j.delivered for j in jobs]),
+            delivered=np.array([self.delivered_index(j) for j in jobs]),
             true_eval=self.curves.true_eval,
             gpu_hours=np.array([j.gpu_hours for j in jobs]),
         )
+
+    def delivered_index(self, job: Job) -> int:
+        """Checkpoint ``job`` delivers: its best observed if stopped or ``deliver="best"``."""
+        return job.best_idx if (job.stopped or self.deliver_best) else job.n_ckpt - 1
 
     def metrics(self) -> dict[str, float]:
         """Episode metrics (SPEC section 6); only meaningful once :attr:`done`."""

@@ -34,6 +34,25 @@ def saturating_shape(p: np.ndarray, tau: np.ndarray) -> np.ndarray:
     return -np.expm1(-p / tau) / -np.expm1(-1.0 / tau)
 
 
+def rise_decline_shape(
+    p: np.ndarray, tau: np.ndarray, onset: np.ndarray, drop: np.ndarray
+) -> np.ndarray:
+    """A saturating rise less a late quadratic loss: the ``rise-decline`` RLHF family.
+
+    ``saturating_shape(p, tau) - drop * ((p - onset)+ / (1 - onset))^2``; with
+    ``drop = 0`` a healthy run, else a hacking one that starts to lose at ``onset``.
+    """
+    late = np.maximum(p - onset, 0.0) / (1.0 - onset)
+    return saturating_shape(p, tau) - drop * late * late
+
+
+def rise_decline_peak(tau: np.ndarray, onset: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    """Progress of the maximum of :func:`rise_decline_shape` on [0, 1] (1e-3 resolution)."""
+    grid = np.linspace(0.0, 1.0, 1001)
+    shape = rise_decline_shape(grid[None, :], tau[:, None], onset[:, None], drop[:, None])
+    return grid[np.argmax(shape, axis=1)]
+
+
 @dataclass
 class Curves:
     """Per-job, per-checkpoint curves; rows are jobs, columns checkpoints 1..K.
@@ -77,7 +96,17 @@ def sample_curves(
     proxy_amp = u(cal.proxy_amplitude)
 
     peak = np.where(hacking, hack_peak, np.where(rlhf, healthy_peak, np.inf))
-    rl_curve = rl_base[:, None] + rl_amp[:, None] * gao_shape(p[None, :] / peak[:, None])
+    if cal.rlhf_shape == "gao":
+        rl_curve = rl_base[:, None] + rl_amp[:, None] * gao_shape(p[None, :] / peak[:, None])
+    else:
+        # Drawn after every other parameter, so the gao calibrations' streams
+        # stay exactly what they were.
+        tau, onset, drop = u(cal.rlhf_tau), u(cal.hack_onset), u(cal.hack_drop)
+        drop = np.where(hacking & rlhf, drop, 0.0)
+        rl_curve = rl_base[:, None] + rl_amp[:, None] * rise_decline_shape(
+            p[None, :], tau[:, None], onset[:, None], drop[:, None]
+        )
+        peak = np.where(rlhf & hacking, rise_decline_peak(tau, onset, drop), peak)
     sft_curve = sft_base[:, None] + sft_amp[:, None] * saturating_shape(
         p[None, :], sft_tau[:, None]
     )
