@@ -41,14 +41,18 @@ from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.boundary import JobView
 from evalstop_gym.sim.calibration import Calibration, get_calibration
 from evalstop_gym.sim.synthetic_curves import gao_shape, rise_decline_shape, saturating_shape
-from evalstop_gym.sim.workloads import RLHF, JOB_TYPES, Workload, get_workload
+from evalstop_gym.sim.workloads import JOB_TYPES, RLHF, Workload, get_workload
 
 from .policies import Obs, _need, observed
 
 #: Grid points per nonlinear parameter (peak, tau, onset).
-GRID = 16
+GRID = 10
 #: Model error added to the eval noise: the grid is discrete, the truth is not.
 MODEL_JITTER = 0.01
+#: Hypotheses (by posterior weight) whose futures are simulated at each decision.
+TOP_HYPOTHESES = 32
+#: Simulated futures per hypothesis (common random numbers, fixed at construction).
+FUTURES = 24
 
 
 def _uniform_moments(lo_hi: tuple[float, float]) -> tuple[float, float]:
@@ -92,7 +96,9 @@ def _rlhf_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> _Fami
         tt, oo = tt.ravel(), oo.ravel()
         # The loss term's coefficient is A * drop; its basis is the unit-drop loss.
         rise = saturating_shape(p[None, :], tt[:, None])
-        loss = rise - rise_decline_shape(p[None, :], tt[:, None], oo[:, None], np.ones((len(tt), 1)))
+        loss = rise - rise_decline_shape(
+            p[None, :], tt[:, None], oo[:, None], np.ones((len(tt), 1))
+        )
         rise_h = saturating_shape(p[None, :], taus[:, None])
         phi_hack = np.stack([np.ones_like(rise), rise, -loss], axis=-1)
         phi_healthy = np.stack([np.ones_like(rise_h), rise_h, np.zeros_like(rise_h)], axis=-1)
@@ -131,12 +137,19 @@ def _sft_family(cal: Calibration, p: np.ndarray) -> _Family:
 
 @dataclass
 class _Prefix:
-    """What the posterior after n evals needs that does not depend on the evals."""
+    """What the posterior after n evals needs that does not depend on the evals.
 
-    prior_mean: np.ndarray  # (H, n) prior mean of the first n evals
-    whiten: np.ndarray  # (H, n, n) L^-1, with L L^T their prior covariance C
+    With L L^T = C the prior covariance of the first n evals under hypothesis h
+    and r = y - their prior mean, the whitened residual z = L^-1 r gives the
+    evidence (|z|^2) and the posterior mean curve (Phi S0 Phi_n^T L^-T z).  Both
+    are affine in y, so each is one matrix-vector product over all hypotheses.
+    """
+
+    whiten: np.ndarray  # (H * n, n): rows of L_h^-1, stacked
+    whiten_offset: np.ndarray  # (H, n): L_h^-1 (prior mean)
     log_norm: np.ndarray  # (H,) log prior weight - 1/2 log det C
-    gain: np.ndarray  # (H, K, n) maps L^-1 (y - prior mean) to the posterior mean curve
+    curve: np.ndarray  # (H * K, n): y -> posterior mean curve (linear part)
+    curve_offset: np.ndarray  # (H, K): posterior mean curve at y = 0
 
 
 def _prefixes(fam: _Family, var: float) -> list[_Prefix | None]:
@@ -147,12 +160,21 @@ def _prefixes(fam: _Family, var: float) -> list[_Prefix | None]:
     for n in range(1, k + 1):
         phi_n = fam.phi[:, :n, :]
         cov = cross[:, :n, :] @ phi_n.transpose(0, 2, 1) + var * np.eye(n)  # (H, n, n)
-        # Whitened residuals z = L^-1 r give both the evidence (|z|^2) and the
-        # posterior mean (Phi S0 Phi_n^T C^-1 r = Phi S0 Phi_n^T L^-T z) in two products.
-        whiten = np.linalg.inv(np.linalg.cholesky(cov))
-        logdet = 2 * np.log(np.diagonal(np.linalg.cholesky(cov), axis1=1, axis2=2)).sum(axis=1)
-        gain = cross @ phi_n.transpose(0, 2, 1) @ whiten.transpose(0, 2, 1)
-        out.append(_Prefix(base[:, :n].copy(), whiten, fam.log_w - 0.5 * logdet, gain))
+        chol = np.linalg.cholesky(cov)
+        whiten = np.linalg.inv(chol)
+        logdet = 2 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+        gain = cross @ phi_n.transpose(0, 2, 1) @ whiten.transpose(0, 2, 1)  # (H, K, n)
+        curve = gain @ whiten  # (H, K, n)
+        offset = np.einsum("hij,hj->hi", whiten, base[:, :n])
+        out.append(
+            _Prefix(
+                whiten.reshape(h * n, n),
+                offset,
+                fam.log_w - 0.5 * logdet,
+                curve.reshape(h * k, n),
+                base - np.einsum("hkn,hn->hk", gain, offset),
+            )
+        )
     return out
 
 
@@ -177,6 +199,7 @@ class BayesStopper:
         deliver: str = "best",
         hack_fraction: float | None = None,
     ) -> None:
+        """Precompute every hypothesis's prior and every prefix's posterior maps."""
         cal = get_calibration(calibration)
         wl = get_workload(workload)
         if deliver not in ("best", "final"):
@@ -186,6 +209,9 @@ class BayesStopper:
         sigma = cal.eval_noise if eval_noise is None else float(eval_noise)
         hf = wl.hack_fraction if hack_fraction is None else float(hack_fraction)
         self.k = cal.evals_per_job
+        self.sigma = sigma
+        self._z = np.random.default_rng(0).standard_normal((self.k, 1, FUTURES))[:, 0, :]
+        self._pos = np.arange(self.k + 1, dtype=np.int8)[:, None, None]
         self.deliver_best = deliver == "best"
         self.name = "Bayes"
         p = np.arange(1, self.k + 1) / self.k
@@ -195,14 +221,10 @@ class BayesStopper:
         fams.update({t: sft for t in range(len(JOB_TYPES)) if t != RLHF})
         self._families = fams
         self._prefix = {t: _prefixes(f, var) for t, f in fams.items()}
-        self._prior_curve = {t: f.phi @ f.m0 for t, f in fams.items()}
         self._step_cost = {
-            t: gpu_hour_price * prof.mean_gpu_hours() / self.k
-            for t, prof in enumerate(wl.profiles)
+            t: gpu_hour_price * prof.mean_gpu_hours() / self.k for t, prof in enumerate(wl.profiles)
         }
-        self._ramp = {
-            t: c * np.arange(self.k + 1, dtype=float) for t, c in self._step_cost.items()
-        }
+        self._ramp = {t: c * np.arange(self.k + 1, dtype=float) for t, c in self._step_cost.items()}
         self.config = {
             "calibration": cal.name,
             "eval_noise": sigma,
@@ -243,12 +265,12 @@ class BayesStopper:
         """Posterior weights (H,) and mean curves (H, K) of a job after ``evals``."""
         pre = self._prefix[job_type][len(evals)]
         assert pre is not None
-        r = np.asarray(evals, dtype=float)[None, :, None] - pre.prior_mean[:, :, None]
-        z = pre.whiten @ r  # (H, n, 1)
-        log_w = pre.log_norm - 0.5 * np.square(z).sum(axis=(1, 2))
+        y = np.asarray(evals, dtype=float)
+        z = (pre.whiten @ y).reshape(pre.whiten_offset.shape) - pre.whiten_offset
+        log_w = pre.log_norm - 0.5 * np.einsum("hn,hn->h", z, z)
         w = np.exp(log_w - log_w.max())
         w /= w.sum()
-        mean = self._prior_curve[job_type] + (pre.gain @ z)[:, :, 0]
+        mean = (pre.curve @ y).reshape(pre.curve_offset.shape) + pre.curve_offset
         return w, mean
 
     def prob_hacking(self, job_type: int, evals: np.ndarray) -> float:
@@ -263,13 +285,36 @@ class BayesStopper:
         if n >= self.k:
             return False
         w, mean = self.posterior(job_type, evals)
+        # The few hypotheses that carry the posterior decide; the rest cannot move it.
+        top = np.argsort(w)[-TOP_HYPOTHESES:]
+        w, mean = w[top] / w[top].sum(), mean[top]
         b = int(np.argmax(evals))
-        now = mean[:, b]
-        future = np.maximum(np.maximum.accumulate(mean[:, n:], axis=1), now[:, None])
+        value = self._delivered(mean, b, float(evals[b]), n)  # (h, K - n + 1)
+        expected = w @ value - self._ramp[job_type][: self.k - n + 1]
+        return bool(expected[1:].max() <= expected[0])
+
+    def _delivered(self, mean: np.ndarray, b: int, y_best: float, n: int) -> np.ndarray:
+        """(h, K - n + 1): expected true score delivered if the job ends after n, n + 1, .., K.
+
+        The delivered checkpoint is the best *observed* one, so future evals are
+        simulated (common standard-normal draws, the task's sigma) around each
+        hypothesis's mean curve; the true score of a checkpoint is its mean.
+        Checkpoints come first in every array so that the running maxima run
+        over contiguous blocks.
+        """
+        f = self.k - n
+        q_all = np.concatenate([mean[:, b : b + 1], mean[:, n:]], axis=1).T  # (f + 1, h)
+        y = np.empty((f + 1, mean.shape[0], FUTURES))
+        y[0] = y_best
+        y[1:] = q_all[1:, :, None] + self.sigma * self._z[:f, None, :]
+        running = np.maximum.accumulate(y, axis=0)
+        new_best = np.where(y >= running, self._pos[: f + 1], np.int8(0))
+        idx = np.maximum.accumulate(new_best, axis=0)  # (f + 1, h, S): delivered index
+        q = q_all[idx, np.arange(mean.shape[0])[:, None]]
+        value = q.mean(axis=2).T
         if not self.deliver_best:
-            future[:, -1] = mean[:, -1]  # a completed job delivers its final checkpoint
-        gain = w @ future - self._ramp[job_type][1 : self.k - n + 1]
-        return bool(gain.max() <= w @ now)
+            value[:, -1] = mean[:, -1]  # a completed job delivers its final checkpoint
+        return value
 
     def act(self, obs: Obs) -> int:
         """0 continue, 1 stop, from the env's observation (needs ``eval_window = K``)."""

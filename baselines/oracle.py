@@ -40,6 +40,7 @@ class Oracle:
     name = "Oracle"
 
     def __init__(self, sim: Any, price: float) -> None:
+        """Compute every job's stop point from ``sim``'s hidden curves at ``price``."""
         self.sim = sim
         self.stop_at = oracle_stop_points(sim, price)
 

@@ -7,16 +7,20 @@ noise, e.g. ``"hard-0.12"``, ``"paper-0.02"``) or a real-curve corpus
 stopper is judged on the compute it frees, not on checkpoint selection), the
 full eval history (``eval_window = K``) and the suite's GPU-hour price.
 
-The price (docs/CALIBRATION.md, "The suite's price").  It is fixed by a rule,
-before any policy was measured: *a GPU-hour is worth half the quality it buys
-on average*.  An average healthy RLHF run of the featured regime (``hard``)
-gains E[A] = 0.6 eval units over its run and uses E[GPUs x hours] of an RLHF
-job (11.2 GPUs x 11.3 h = 127 GPU-hours), so compute turns into quality at
-0.6 / 127 = 4.7e-3 per GPU-hour; pricing it at half that rate says that the
-average healthy run is worth twice its compute, the margin at which a
-platform would still start it.  Rounded to two digits: 2.4e-3 (today's env
-default, 5e-4, makes compute nearly free).  Every result is also shown at 1/2x
-and 2x the price (:data:`PRICE_FACTORS`).
+The price (docs/CALIBRATION.md, "The suite's price").  It is fixed by a rule:
+*a GPU-hour is worth a quarter of the quality it buys in an average healthy
+RLHF run*.  An average healthy run of the featured regime (``hard``) gains
+E[A] = 0.6 eval units and uses E[GPUs x hours] of an RLHF job (11.2 GPUs x
+11.3 h = 127 GPU-hours): compute turns into quality at 0.6 / 127 = 4.7e-3 per
+GPU-hour.  At that rate every healthy run would only break even and "should
+RLHF run at all" would decide the benchmark; at a quarter of it an average
+healthy run is worth four times its compute at 1x and still twice at 2x, so
+across the whole sweep (1/2x, 1x, 2x, :data:`PRICE_FACTORS`) running healthy
+jobs pays and what a stopper adds is the compute it frees from hacking runs.
+Rounded to two digits: 1.2e-3 (the env's default, 5e-4, is ~0.4x).  A first
+rule, half the rate (2.4e-3), was dropped after measuring the floors: at its
+2x every healthy run breaks even and stopping all RLHF runs at 10 % was as
+good as any detector.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from .sim.calibration import CALIBRATIONS, get_calibration
 from .sim.workloads import RLHF, get_workload
 
 #: The suite's price of a GPU-hour in eval units (see :func:`price_rule`).
-SUITE_PRICE = 2.4e-3
+SUITE_PRICE = 1.2e-3
 #: Every result is shown at these multiples of the suite's price.
 PRICE_FACTORS: tuple[float, ...] = (0.5, 1.0, 2.0)
 #: Tasks of the benchmark table (real corpora join when a corpus is given).
@@ -47,15 +51,15 @@ TASK_DEFAULTS: dict[str, Any] = {
 
 
 def price_rule(calibration: str = "hard", workload: str = "heavy-rlhf") -> float:
-    """Half the rate at which an average healthy RLHF run turns GPU-hours into quality.
+    """A quarter of the rate at which an average healthy RLHF run turns GPU-hours into quality.
 
-    E[gain of a healthy run at its end] / E[GPU-hours of an RLHF job] / 2, with the
+    E[gain of a healthy run at its end] / E[GPU-hours of an RLHF job] / 4, with the
     calibration's mean amplitude as the gain (exact for ``rise-decline``, whose
     healthy runs end at base + A).
     """
     cal = get_calibration(calibration)
     gain = sum(cal.rlhf_amplitude) / 2
-    return 0.5 * gain / get_workload(workload).profiles[RLHF].mean_gpu_hours()
+    return 0.25 * gain / get_workload(workload).profiles[RLHF].mean_gpu_hours()
 
 
 def suite_task(name: str, curves: str | None = None) -> dict[str, Any]:

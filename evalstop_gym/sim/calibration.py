@@ -170,15 +170,18 @@ REALISTIC = replace(
 )
 
 #: A regime that cannot be gamed from the first evals (issue 10, docs/CALIBRATION.md):
-#: hacking and healthy RLHF runs share one rise (tau 0.2-0.6), and a hacking run
-#: turns down only after an onset at 20-65 % of the run, losing 0.5-1.0 of its
-#: gain by the end.  Before the onset the label is not in the curve at all, as in
+#: hacking and healthy RLHF runs share one rise (tau 0.6-3, from nearly linear
+#: to saturating), and a hacking run turns down only after an onset at 20-85 % of
+#: the run, losing 0.5-1.0 of its gain by the end.  Before the onset the label is not in the curve at all, as in
 #: the micro-RLHF corpus, whose early evals predict the label with AUC 0.5-0.6.
 #: 20 checkpoints (a realistic cadence); LoRA/DPO as in ``realistic``.
 HARD = replace(
     REALISTIC,
     name="hard",
     rlhf_shape="rise-decline",
+    rlhf_tau=(0.6, 3.0),
+    hack_onset=(0.2, 0.85),
+    hack_drop=(0.5, 1.0),
 )
 
 CALIBRATIONS: dict[str, Calibration] = {c.name: c for c in (PAPER, REALISTIC, HARD)}
