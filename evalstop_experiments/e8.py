@@ -163,7 +163,9 @@ def play(kw: dict[str, Any], seed: int, policy: Policy | None) -> dict[str, floa
         action = oracle.act_pending() if oracle is not None else policy.act(obs)  # type: ignore[union-attr]
         obs, _, done, _, info = env.step(action)
     m = dict(info["episode_metrics"])
-    m.update(honest_metrics(sim.record(), sim.curves.obs_eval, kw["gpu_hour_price"], True))
+    m.update(
+        honest_metrics(sim.record(), sim.curves.obs_eval, kw["gpu_hour_price"], sim.deliver_best)
+    )
     env.close()
     return m
 
@@ -232,7 +234,7 @@ def run_task(
         u = [r["utility"] for r in runs[name]]
         score, lo, hi = normalised_score(u, u0, uref)
         diff, dlo, dhi = paired_diff_ci(u, u0)
-        mean = {k: float(np.nanmean([r[k] for r in runs[name]])) for k in METRIC_COLUMNS}
+        mean = {k: _nanmean([r[k] for r in runs[name]]) for k in METRIC_COLUMNS}
         rows.append(
             {
                 "task": task,
@@ -253,6 +255,13 @@ def run_task(
             }
         )
     return rows
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    """Mean over the defined values (NaN, without a warning, when there are none)."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if len(x) else float("nan")
 
 
 #: Per-episode metrics averaged over seeds in every row.

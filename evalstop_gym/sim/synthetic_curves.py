@@ -106,7 +106,8 @@ def sample_curves(
         rl_curve = rl_base[:, None] + rl_amp[:, None] * rise_decline_shape(
             p[None, :], tau[:, None], onset[:, None], drop[:, None]
         )
-        peak = np.where(rlhf & hacking, rise_decline_peak(tau, onset, drop), peak)
+        # a healthy run rises to its end: no peak within (or beyond) it
+        peak = np.where(rlhf & hacking, rise_decline_peak(tau, onset, drop), np.inf)
     sft_curve = sft_base[:, None] + sft_amp[:, None] * saturating_shape(
         p[None, :], sft_tau[:, None]
     )
