@@ -210,8 +210,7 @@ class BayesStopper:
         hf = wl.hack_fraction if hack_fraction is None else float(hack_fraction)
         self.k = cal.evals_per_job
         self.sigma = sigma
-        self._z = np.random.default_rng(0).standard_normal((self.k, 1, FUTURES))[:, 0, :]
-        self._pos = np.arange(self.k + 1, dtype=np.int8)[:, None, None]
+        self._noise = sigma * np.random.default_rng(0).standard_normal((self.k, FUTURES))
         self.deliver_best = deliver == "best"
         self.name = "Bayes"
         p = np.arange(1, self.k + 1) / self.k
@@ -289,8 +288,14 @@ class BayesStopper:
         top = np.argsort(w)[-TOP_HYPOTHESES:]
         w, mean = w[top] / w[top].sum(), mean[top]
         b = int(np.argmax(evals))
+        ramp = self._ramp[job_type][: self.k - n + 1]
+        # Without noise the delivered score is the running max of the mean curve, an
+        # upper bound of its noisy value: if even that does not pay, stop at once.
+        bound = np.maximum(np.maximum.accumulate(mean[:, n:], axis=1), mean[:, b : b + 1])
+        if self.deliver_best and (w @ bound - ramp[1:]).max() <= w @ mean[:, b]:
+            return True
         value = self._delivered(mean, b, float(evals[b]), n)  # (h, K - n + 1)
-        expected = w @ value - self._ramp[job_type][: self.k - n + 1]
+        expected = w @ value - ramp
         return bool(expected[1:].max() <= expected[0])
 
     def _delivered(self, mean: np.ndarray, b: int, y_best: float, n: int) -> np.ndarray:
@@ -299,22 +304,23 @@ class BayesStopper:
         The delivered checkpoint is the best *observed* one, so future evals are
         simulated (common standard-normal draws, the task's sigma) around each
         hypothesis's mean curve; the true score of a checkpoint is its mean.
-        Checkpoints come first in every array so that the running maxima run
-        over contiguous blocks.
         """
         f = self.k - n
-        q_all = np.concatenate([mean[:, b : b + 1], mean[:, n:]], axis=1).T  # (f + 1, h)
-        y = np.empty((f + 1, mean.shape[0], FUTURES))
-        y[0] = y_best
-        y[1:] = q_all[1:, :, None] + self.sigma * self._z[:f, None, :]
-        running = np.maximum.accumulate(y, axis=0)
-        new_best = np.where(y >= running, self._pos[: f + 1], np.int8(0))
-        idx = np.maximum.accumulate(new_best, axis=0)  # (f + 1, h, S): delivered index
-        q = q_all[idx, np.arange(mean.shape[0])[:, None]]
-        value = q.mean(axis=2).T
+        mu = mean[:, n:]  # (h, f)
+        out = np.empty((mean.shape[0], f + 1))
+        out[:, 0] = mean[:, b]
+        best = np.full((mean.shape[0], FUTURES), y_best)
+        q = np.repeat(mean[:, b : b + 1], FUTURES, axis=1)
+        for j in range(f):
+            y = mu[:, j : j + 1] + self._noise[j]
+            better = y > best
+            np.maximum(best, y, out=best)
+            np.copyto(q, mu[:, j : j + 1], where=better)
+            out[:, j + 1] = q.sum(axis=1)
+        out[:, 1:] /= FUTURES
         if not self.deliver_best:
-            value[:, -1] = mean[:, -1]  # a completed job delivers its final checkpoint
-        return value
+            out[:, -1] = mean[:, -1]  # a completed job delivers its final checkpoint
+        return out
 
     def act(self, obs: Obs) -> int:
         """0 continue, 1 stop, from the env's observation (needs ``eval_window = K``)."""

@@ -145,7 +145,7 @@ def test_suite_task_names() -> None:
 
 
 def test_the_price_is_its_rule_rounded() -> None:
-    assert SUITE_PRICE == float(f"{price_rule():.2g}")
+    assert float(f"{price_rule():.2g}") == SUITE_PRICE
 
 
 # ------------------------------------------------------------------ Bayes, Oracle, score
