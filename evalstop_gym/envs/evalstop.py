@@ -158,7 +158,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `eval_noise`, `hack_fraction`: override the preset (None keeps it).
     `trace`: a CSV in the Philly format to replay (`n_jobs=None` replays all of
     it); `trace_cluster`: keep one virtual cluster.  `obs_fields`: a list or a
-    comma-separated string of boundary fields.  `calibration`: `paper` or
+    comma-separated string of boundary fields.  `calibration`: `paper`, `hard` or
     `realistic` (see docs/CALIBRATION.md).  `curves`: a curve-trace corpus (JSONL,
     docs/CURVE_TRACES.md) whose real runs replace the synthetic RLHF curves.
     `reward_timing`: `dense` (default; the utility paid decision by decision)

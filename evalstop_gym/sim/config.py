@@ -52,7 +52,7 @@ class SimConfig:
         scheduler: Base scheduler: ``fifo``, ``sjf-est``, ``srtf-est``,
             ``loss-aware`` or ``tiresias`` (or any registered subclass).
         scheduler_options: Keyword arguments of the scheduler class.
-        calibration: ``paper`` (default) or ``realistic``, or a Calibration.
+        calibration: ``paper`` (default), ``realistic`` or ``hard``, or a Calibration.
         eval_noise: Standard deviation of the observed eval noise; None takes
             the calibration's default.
         hack_fraction: Fraction of RLHF runs that hack; None takes the workload's.
