@@ -385,13 +385,19 @@ E8_SEEDS = {"quick": 3, "default": 10}
 
 
 def reproduce_e8(
-    out: str | Path, *, quick: bool = False, seeds: int | None = None, curves: str | None = None
+    out: str | Path,
+    *,
+    quick: bool = False,
+    seeds: int | None = None,
+    n_jobs: int | None = None,
+    curves: str | None = None,
 ) -> list[Path]:
     """E8 inside ``evalstop-gym reproduce``: the suite table as ``OUT/E8.csv`` and ``OUT/E8.md``.
 
-    Quick runs one task (``hard-0.12``) on 100-job episodes.
+    Quick runs one task (``hard-0.12``) on 100-job episodes (or ``n_jobs``).
     """
     n = seeds if seeds is not None else E8_SEEDS["quick" if quick else "default"]
     tasks = ("hard-0.12",) if quick else SUITE_TASKS
-    rows = run_e8(tasks, range(n), n_jobs=100 if quick else None, curves=curves)
+    jobs = n_jobs if n_jobs is not None else (100 if quick else None)
+    rows = run_e8(tasks, range(n), n_jobs=jobs, curves=curves)
     return write_e8(out, rows)
