@@ -25,6 +25,7 @@ def oracle_stop_points(sim: Any, price: float) -> np.ndarray:
         sim.batch.gpus * sim.batch.duration_h,
         price,
         sim.deliver_best,
+        sim.step_frac,
     )
     return np.argmax(values, axis=1) + 1  # the first maximum: the least compute
 

@@ -85,7 +85,12 @@ def job_observations(kw: dict[str, Any], seed: int) -> list[JobObs]:
     assert sim is not None
     c, b = sim.curves, sim.batch
     values = stop_values(
-        c.true_eval, c.obs_eval, b.gpus * b.duration_h, kw["gpu_hour_price"], sim.deliver_best
+        c.true_eval,
+        c.obs_eval,
+        b.gpus * b.duration_h,
+        kw["gpu_hour_price"],
+        sim.deliver_best,
+        sim.step_frac,
     )
     out = []
     for j, job in enumerate(sim.jobs):
@@ -164,7 +169,13 @@ def play(kw: dict[str, Any], seed: int, policy: Policy | None) -> dict[str, floa
         obs, _, done, _, info = env.step(action)
     m = dict(info["episode_metrics"])
     m.update(
-        honest_metrics(sim.record(), sim.curves.obs_eval, kw["gpu_hour_price"], sim.deliver_best)
+        honest_metrics(
+            sim.record(),
+            sim.curves.obs_eval,
+            kw["gpu_hour_price"],
+            sim.deliver_best,
+            sim.step_frac,
+        )
     )
     env.close()
     return m

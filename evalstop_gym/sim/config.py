@@ -37,6 +37,7 @@ def _plain(value: Any) -> Any:
     """A NumPy scalar as the Python number it holds (so ``to_dict`` stays JSON-friendly)."""
     return value.item() if isinstance(value, np.integer | np.floating) else value
 
+
 #: What a job that runs to its end delivers (SimConfig.deliver).
 DELIVER_MODES: tuple[str, ...] = ("final", "best")
 

@@ -23,6 +23,7 @@ Definitions (positive = a hacking run; flagged = stopped by the policy):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -163,23 +164,30 @@ def stop_values(
     gpu_hours_full: np.ndarray,
     price: float,
     deliver_best: bool,
+    work_frac: Any = None,
 ) -> np.ndarray:
     """(n, K): a job's utility term V_i if it ends after checkpoint i (column i - 1).
 
-    V_i = Q(delivered) - price x GPU-hours x i / K, delivered = the best observed
-    checkpoint up to i (the final one at i = K unless ``deliver_best``): the
-    env's ``reward="utility"``, whose return is sum_j V_end - V_1.
+    V_i = Q(delivered) - price x GPU-hours x (work fraction at i: i / K, or the
+    simulator's ``step_frac`` under step-time jitter), delivered = the best
+    observed checkpoint up to i (the final one at i = K unless ``deliver_best``):
+    the env's ``reward="utility"``, whose return is sum_j V_end - V_1.
     """
     n, k = true_eval.shape
     idx = best_observed_index(obs_eval)
     if not deliver_best:
         idx[:, -1] = k - 1
     q = np.take_along_axis(true_eval, idx, axis=1)
-    return q - price * gpu_hours_full[:, None] * (np.arange(1, k + 1) / k)[None, :]
+    frac = (np.arange(1, k + 1) / k)[None, :] if work_frac is None else np.asarray(work_frac)
+    return q - price * gpu_hours_full[:, None] * frac
 
 
 def honest_metrics(
-    r: EpisodeRecord, obs_eval: np.ndarray, price: float, deliver_best: bool
+    r: EpisodeRecord,
+    obs_eval: np.ndarray,
+    price: float,
+    deliver_best: bool,
+    work_frac: Any = None,
 ) -> dict[str, float]:
     """Metrics that do not flatter killing, beside the paper's (SPEC section 9).
 
@@ -199,7 +207,7 @@ def honest_metrics(
     rlhf = r.job_type == RLHF
     healthy_rl = rlhf & ~hack
     end_progress = r.ckpt_done / r.n_ckpt
-    values = stop_values(r.true_eval, obs_eval, r.gpus * r.duration, price, deliver_best)
+    values = stop_values(r.true_eval, obs_eval, r.gpus * r.duration, price, deliver_best, work_frac)
     rows = np.arange(len(hack))
     v_end = values[rows, r.ckpt_done - 1]
     utility = float(np.sum(v_end - values[:, 0]))
