@@ -7,11 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from .bayes import BayesStopper
+from .changepoint import Cusum
 from .evaluate import evaluate, run_episode
+from .floors import FirstEvalGate
 from .policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress, scripted_policies
 
 __all__ = [
+    "BayesStopper",
+    "Cusum",
     "EvalStop",
+    "FirstEvalGate",
     "LossPlateau",
     "NoStop",
     "Policy",

@@ -56,6 +56,10 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     """``evalstop-gym benchmark``: the scripted stoppers on one setting, as a table."""
+    if args.suite:
+        from evalstop_experiments.e8 import cmd_suite
+
+        return cmd_suite(args)
     from evalstop_experiments.experiments import SCRIPTED, Cell
     from evalstop_experiments.report import add_deltas, summarise
     from evalstop_experiments.runner import run_task
@@ -117,6 +121,9 @@ def add_benchmark_parser(sub: Any) -> None:
     b.add_argument("--seeds", type=int, default=10, help="episodes per policy (default 10)")
     b.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
     add_env_arguments(b)
+    from evalstop_experiments.e8 import add_suite_arguments
+
+    add_suite_arguments(b)
     b.set_defaults(func=cmd_benchmark)
 
 

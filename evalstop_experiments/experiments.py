@@ -146,6 +146,7 @@ EXPERIMENTS: dict[str, str] = {
     "E5": "Decline-threshold (k) sweep",
     "E6": "Scripted vs learned (SB3) stoppers",
     "E7": "Real micro-RLHF curves vs synthetic curves",
+    "E8": "Benchmark suite: normalised scores against Bayes / Oracle",
 }
 
 SIGMAS = (0.01, 0.02, 0.05, 0.08, 0.12)

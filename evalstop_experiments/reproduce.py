@@ -146,7 +146,7 @@ Stage = Callable[[Path, ReproduceOptions, Plan], None]
 
 def scripted_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     """E1-E5: the scripted policies on the synthetic workload."""
-    special = {"E6", "E7"}
+    special = {"E6", "E7", "E8"}
     chosen = None if opts.experiments is None else [e for e in opts.experiments if e not in special]
     if chosen != []:
         plan.cells += build_cells(opts.overrides, chosen)
@@ -202,8 +202,21 @@ def real_curves_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     )
 
 
+def suite_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E8: the benchmark suite, written at once to ``OUT/E8.csv`` and ``OUT/E8.md``."""
+    from . import e8
+
+    if not opts.wants("E8"):
+        return
+    corpus = opts.curves or next(iter(sorted((out / "curves").glob("traces_*.jsonl"))), None)
+    files = e8.reproduce_e8(
+        out, quick=opts.quick, seeds=opts.seeds, n_jobs=opts.n_jobs, curves=corpus
+    )
+    plan.header["E8"] = f"the benchmark suite's normalised scores: {files[-1].name}"
+
+
 #: The stages of a run, in order.  A new experiment appends its own.
-STAGES: list[Stage] = [scripted_stage, learned_stage, real_curves_stage]
+STAGES: list[Stage] = [scripted_stage, learned_stage, real_curves_stage, suite_stage]
 
 
 def reproduce(

@@ -26,6 +26,7 @@ from .sim.metrics import METRIC_KEYS, episode_metrics
 from .sim.schedulers import SCHEDULERS, Scheduler
 from .sim.stopping import KDeclineRule, never_stop
 from .sim.workloads import SAMPLE_TRACE, WORKLOADS, Workload
+from .suite import SUITE_PRICE, SUITE_TASKS, suite_task
 
 __version__ = "0.1.0"
 
@@ -52,6 +53,8 @@ __all__ = [
     "METRIC_KEYS",
     "SAMPLE_TRACE",
     "SCHEDULERS",
+    "SUITE_PRICE",
+    "SUITE_TASKS",
     "WORKLOADS",
     "Calibration",
     "ConfigError",
@@ -72,5 +75,6 @@ __all__ = [
     "load_trl_trainer_state",
     "never_stop",
     "read_traces",
+    "suite_task",
     "write_traces",
 ]

@@ -71,6 +71,10 @@ def test_tiny_reproduce_end_to_end(tmp_path: Path) -> None:
         for r in rows:
             if r["policy"] == "NoStop":
                 assert float(r["d_jct_pct"]) == 0.0
+    e8_rows = _read(tmp_path / "E8.csv")
+    assert {r["reference"] for r in e8_rows} == {"Bayes"}
+    assert {r["stopper"] for r in e8_rows} >= {"NoStop", "Bayes", "Oracle", "CUSUM (tuned)"}
+    assert "normalised" in (tmp_path / "E8.md").read_text().lower()
     report = (tmp_path / "REPORT.md").read_text()
     for exp in ("E1", "E2", "E3", "E4", "E5"):
         assert f"## {exp}" in report

@@ -106,7 +106,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     [GPU-hours_j - GPUs_j * T_j / K]`: delivered quality minus the GPU bill,
     less a per-job constant no policy can change (what checkpoint 1 already
     delivered and cost).  Under privileged knowledge its optimum is to stop each
-    hacking run right after its peak and never stop a healthy one.  The
+    hacking run right after its peak and never stop a healthy one.  With
+    `deliver="best"` a job that runs to K delivers its best observed
+    checkpoint too.  The
     simulator draws every checkpoint when the episode is built, so it can pay
     V_{i+1} - V_i at decision i: exact, immediate per-job credit, with zero
     reward for a job left alone, while the observation holds only the past.
@@ -151,7 +153,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              n_jobs=None, load=None, eval_noise=None, hack_fraction=None,
              eval_window=None, obs_fields=None, reward="utility",
              trace=None, trace_cluster=None, calibration="paper", curves=None,
-             gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
+             deliver="final", gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
              reward_timing="dense")
     ```
 
@@ -160,7 +162,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `eval_noise`, `hack_fraction`: override the preset (None keeps it).
     `trace`: a CSV in the Philly format to replay (`n_jobs=None` replays all of
     it); `trace_cluster`: keep one virtual cluster.  `obs_fields`: a list or a
-    comma-separated string of boundary fields.  `calibration`: `paper` or
+    comma-separated string of boundary fields.  `calibration`: `paper`, `hard` or
     `realistic` (see docs/CALIBRATION.md).  `curves`: a curve-trace corpus (JSONL,
     docs/CURVE_TRACES.md) whose real runs replace the synthetic RLHF curves.
     `reward_timing`: `dense` (default; the utility paid decision by decision)
@@ -170,6 +172,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `gpu_hour_price`, `time_cost`, `quality_weight` 0 to 1000; integers may be
     NumPy integers, never bools.  Anything else raises `ConfigError` naming the
     argument, the value and what is allowed.
+    `deliver`: `final` (the paper's setting) or `best` (a job that runs to the end
+    also delivers its best observed checkpoint; the benchmark suite's setting).
 
     ## Example
 
@@ -208,6 +212,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         trace_cluster: str | None = None,
         calibration: str = "paper",
         curves: str | None = None,
+        deliver: str = "final",
         gpu_hour_price: float = 5e-4,
         time_cost: float = 0.01,
         quality_weight: float = 1.0,
@@ -228,6 +233,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             trace_cluster=trace_cluster,
             eval_window=eval_window,
             curves=curves,
+            deliver=deliver,
         )
         if not isinstance(reward, str) or reward not in REWARD_MODES:
             raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")
@@ -326,7 +332,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             self._true = c.true_eval.tolist()  # list rows: fast reads at each job's end
         self._blocks = [None] * (-(-len(b) // _ROW_BLOCK))
         if self.reward_mode == "utility":
-            self._gains = continue_gains(c.true_eval, sim.best_observed).tolist()
+            self._gains = continue_gains(
+                c.true_eval, sim.best_observed, deliver_best=sim.deliver_best
+            ).tolist()
             k = c.obs_eval.shape[1]
             # The same float operations, in the same order, as price * gpus * T / K.
             self._costs = (self.gpu_hour_price * b.gpus * b.duration_h / k).tolist()
@@ -445,7 +453,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         ended = sim.finished_since(self._n_delivered)
         for jid in ended:
             job, true = sim.job(jid), self._true[jid]
-            gain += true[job.delivered] - true[0]
+            gain += true[sim.delivered_checkpoint(jid)] - true[0]
             first = job.duration * sim.work_fraction(jid, 1)
             cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
         self._n_delivered += len(ended)
@@ -473,6 +481,17 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         if block is None:
             block = self._build_block(jid // _ROW_BLOCK)
         return block[jid % _ROW_BLOCK, ckpt - 1]
+
+    def observation_at(self, jid: int, ckpt: int) -> dict[str, np.ndarray]:
+        """The observation this episode shows for job ``jid`` after its checkpoint ``ckpt``.
+
+        For the experiment harness (e.g. offline tuning of stoppers on whole
+        episodes): it can look at checkpoints not yet reached, so it is never
+        given to a policy (policies never get the env).
+        """
+        if self.sim is None:
+            raise RuntimeError("observation_at() called before reset()")
+        return self._split(self._row(jid, ckpt).copy())
 
     def _split(self, row: np.ndarray) -> dict[str, np.ndarray]:
         """The observation dict of a row: one view of ``row`` per field."""

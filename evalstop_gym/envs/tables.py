@@ -101,12 +101,15 @@ def observation_rows(
     return source[:, _row_layout(fields, window, k, n_types)]
 
 
-def continue_gains(true_eval: np.ndarray, best: np.ndarray) -> np.ndarray:
+def continue_gains(
+    true_eval: np.ndarray, best: np.ndarray, *, deliver_best: bool = False
+) -> np.ndarray:
     """(n, K) quality change of continuing after checkpoint i (column i - 1).
 
     V_i delivers the best observed checkpoint up to i (``best``, the engine's
-    table, column i - 1); V_{i+1} the final one if i + 1 = K, else the best
-    observed up to i + 1.  The last column (no decision after the final
+    table, column i - 1); V_{i+1} the best observed up to i + 1, except that a
+    job reaching K delivers its final checkpoint unless ``deliver_best``
+    (``deliver="best"``).  The last column (no decision after the final
     checkpoint) is 0.
     """
     n, k = true_eval.shape
@@ -115,5 +118,6 @@ def continue_gains(true_eval: np.ndarray, best: np.ndarray) -> np.ndarray:
     gains = np.zeros((n, k))
     gains[:, : k - 2] = true_eval[rows, best[:, 1 : k - 1]] - now[:, : k - 2]
     if k >= 2:
-        gains[:, k - 2] = true_eval[:, k - 1] - now[:, k - 2]
+        final = true_eval[np.arange(n), best[:, k - 1]] if deliver_best else true_eval[:, k - 1]
+        gains[:, k - 2] = final - now[:, k - 2]
     return gains

@@ -31,6 +31,9 @@ from ..errors import ConfigError
 
 Range = tuple[float, float]
 
+#: Curve families of an RLHF run's true eval (Calibration.rlhf_shape).
+RLHF_SHAPES: tuple[str, ...] = ("gao", "rise-decline")
+
 
 def _check_range(field: str, value: Range, lo: float, hi: float | None = None) -> None:
     if (
@@ -73,6 +76,15 @@ class Calibration:
             checkpoints (0: evenly spaced in time).  With jitter > 0 the gaps a policy can read
             from ``info["time_h"]`` no longer give the job's true duration as K x one gap;
             the intervals are rescaled so that the job's total run time is unchanged.
+        rlhf_shape: ``"gao"`` (every calibration but ``hard``): base + A x(1 - ln x)
+            with x = progress / peak; or ``"rise-decline"``: every RLHF run rises
+            as base + A (1 - e^(-p/tau)) / (1 - e^(-1/tau)) and a hacking run
+            also loses A * drop * ((p - onset)+ / (1 - onset))^2, so that before
+            the onset the two labels are drawn from one distribution.
+        rlhf_tau: Rise constant tau of an RLHF run (``rise-decline`` only).
+        hack_onset: Progress at which a hacking run starts to lose (``rise-decline``).
+        hack_drop: Loss at the end of a hacking run, in units of its gain A
+            (``rise-decline``).
     """
 
     name: str
@@ -92,6 +104,10 @@ class Calibration:
     loss_noise: float = 0.003
     proxy_amplitude: Range = (0.8, 1.2)
     step_time_jitter: float = 0.0
+    rlhf_shape: str = "gao"
+    rlhf_tau: Range = (0.2, 0.6)
+    hack_onset: Range = (0.2, 0.65)
+    hack_drop: Range = (0.5, 1.0)
 
     def __post_init__(self) -> None:
         """Validate every field; raise ConfigError naming the first bad one."""
@@ -110,6 +126,13 @@ class Calibration:
         _check_range("loss_tau", self.loss_tau, 1e-3)
         _check_range("loss_plateau_at", self.loss_plateau_at, 0.0, 1.0)
         _check_range("proxy_amplitude", self.proxy_amplitude, 0.0)
+        if self.rlhf_shape not in RLHF_SHAPES:
+            raise ConfigError("rlhf_shape", self.rlhf_shape, f"one of {list(RLHF_SHAPES)}")
+        _check_range("rlhf_tau", self.rlhf_tau, 1e-3)
+        _check_range("hack_onset", self.hack_onset, 0.0, 1.0)
+        if self.hack_onset[1] >= 1.0:
+            raise ConfigError("hack_onset", self.hack_onset, "an onset strictly before the end")
+        _check_range("hack_drop", self.hack_drop, 0.0)
         for field in ("eval_noise", "loss_noise"):
             v = getattr(self, field)
             if not isinstance(v, int | float) or not 0 <= v <= 10:
@@ -141,7 +164,22 @@ REALISTIC = replace(
     sft_tau=(0.2, 0.5),
 )
 
-CALIBRATIONS: dict[str, Calibration] = {c.name: c for c in (PAPER, REALISTIC)}
+#: A regime that cannot be gamed from the first evals (issue 10, docs/CALIBRATION.md):
+#: hacking and healthy RLHF runs share one rise (tau 0.6-3, from nearly linear
+#: to saturating), and a hacking run turns down only after an onset at 20-85 % of
+#: the run, losing 0.5-1.0 of its gain by the end.  Before the onset the label is not in the curve at all, as in
+#: the micro-RLHF corpus, whose early evals predict the label with AUC 0.5-0.6.
+#: 20 checkpoints (a realistic cadence); LoRA/DPO as in ``realistic``.
+HARD = replace(
+    REALISTIC,
+    name="hard",
+    rlhf_shape="rise-decline",
+    rlhf_tau=(0.6, 3.0),
+    hack_onset=(0.2, 0.85),
+    hack_drop=(0.5, 1.0),
+)
+
+CALIBRATIONS: dict[str, Calibration] = {c.name: c for c in (PAPER, REALISTIC, HARD)}
 
 
 def get_calibration(name: str | Calibration) -> Calibration:

@@ -38,6 +38,10 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.integer | np.floating) else value
 
 
+#: What a job that runs to its end delivers (SimConfig.deliver).
+DELIVER_MODES: tuple[str, ...] = ("final", "best")
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """Everything that defines an episode except the seed.
@@ -49,7 +53,7 @@ class SimConfig:
         scheduler: Base scheduler: ``fifo``, ``sjf-est``, ``srtf-est``,
             ``loss-aware`` or ``tiresias`` (or any registered subclass).
         scheduler_options: Keyword arguments of the scheduler class.
-        calibration: ``paper`` (default) or ``realistic``, or a Calibration.
+        calibration: ``paper`` (default), ``realistic`` or ``hard``, or a Calibration.
         eval_noise: Standard deviation of the observed eval noise; None takes
             the calibration's default.
         hack_fraction: Fraction of RLHF runs that hack; None takes the workload's.
@@ -62,6 +66,10 @@ class SimConfig:
         curves: Path of a curve-trace corpus (JSONL, see docs/CURVE_TRACES.md):
             RLHF jobs then run on its real curves, and ``eval_noise`` is extra
             noise on the measured eval (default 0).
+        deliver: Which checkpoint a job that runs to the end delivers:
+            ``"final"`` (default, the paper's setting) or ``"best"`` (its best
+            observed one, as a practitioner keeps; a stopped job always
+            delivers its best observed checkpoint).
     """
 
     num_gpus: int = 64
@@ -77,6 +85,7 @@ class SimConfig:
     trace_cluster: str | None = None
     eval_window: int | None = None
     curves: str | None = None
+    deliver: str = "final"
 
     def __post_init__(self) -> None:
         """Validate every field; raise :class:`ConfigError` naming the first bad one."""
@@ -125,6 +134,8 @@ class SimConfig:
         if not isinstance(self.scheduler_options, dict):
             raise ConfigError("scheduler_options", self.scheduler_options, "a dict")
         make_scheduler(self.scheduler, **self.scheduler_options)  # validates the options
+        if not isinstance(self.deliver, str) or self.deliver not in DELIVER_MODES:
+            raise ConfigError("deliver", self.deliver, f"one of {list(DELIVER_MODES)}")
 
     def _check_files(self, wl: Workload) -> None:
         """The trace and the curve corpus: paths of existing, readable files."""

@@ -115,6 +115,7 @@ class Simulator:
         self.window = config.resolved_eval_window()
         self.eval_noise = config.resolved_eval_noise()
         self.calibration = config.resolved_calibration()
+        self.deliver_best = config.deliver == "best"
         if jobs is not None:
             self.batch, self.curves = jobs
             if int(self.batch.gpus.max()) > self.num_gpus:
@@ -270,8 +271,10 @@ class Simulator:
         return self._ckpt[jid]
 
     def delivered_checkpoint(self, jid: int) -> int:
-        """Index of the checkpoint job ``jid`` delivers: the best observed if stopped, else the last."""
-        return self._best_idx(jid) if self._stopped[jid] else self.n_ckpt - 1
+        """Index of the checkpoint job ``jid`` delivers (best observed if stopped or deliver=best)."""
+        if self._stopped[jid] or self.deliver_best:
+            return self._best_idx(jid)
+        return self.n_ckpt - 1
 
     def work_fraction(self, jid: int, i: int) -> float:
         """Fraction of job ``jid``'s work done at its checkpoint ``i`` (1-based; i / K unjittered)."""
@@ -307,6 +310,7 @@ class Simulator:
             stopped=self._stopped[jid],
             preemptions=self._preemptions[jid],
             gpu_hours=self._gpu_hours[jid],
+            delivered=self.delivered_checkpoint(jid),
         )
 
     @property
@@ -461,7 +465,7 @@ class Simulator:
             peak_progress=self.curves.peak_progress,
             stopped=stopped,
             ckpt_done=ckpt_done,
-            delivered=np.where(stopped, best, self.n_ckpt - 1),
+            delivered=np.where(stopped | self.deliver_best, best, self.n_ckpt - 1),
             true_eval=self.curves.true_eval,
             gpu_hours=np.array(self._gpu_hours, dtype=float),
         )

@@ -117,8 +117,6 @@ class JobRecord(NamedTuple):
     stopped: bool
     preemptions: int
     gpu_hours: float
-
-    @property
-    def delivered(self) -> int:
-        """Index of the delivered checkpoint: the best observed if stopped, else the final."""
-        return self.best_idx if self.stopped else self.n_ckpt - 1
+    #: Index of the delivered checkpoint: the best observed if stopped (or ``deliver="best"``),
+    #: else the final one.
+    delivered: int

@@ -23,6 +23,7 @@ Definitions (positive = a hacking run; flagged = stopped by the policy):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -149,3 +150,95 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
     for t, name in enumerate(JOB_TYPES):
         m[f"mean_jct_h_{name}"] = _mean(jct[r.job_type == t])
     return m
+
+
+# --------------------------------------------------------------------------------------------
+# The benchmark's utility and the honest metrics beside the paper's (issue 10)
+# --------------------------------------------------------------------------------------------
+
+
+def best_observed_index(obs_eval: np.ndarray) -> np.ndarray:
+    """(n, K): index of the best observed eval among checkpoints 1..i+1 (the engine's rule).
+
+    The first maximum wins, as in the engine (a later eval replaces the best
+    only when strictly higher).
+    """
+    n, k = obs_eval.shape
+    idx = np.zeros((n, k), dtype=int)
+    best = obs_eval[:, 0].copy()
+    for i in range(1, k):
+        better = obs_eval[:, i] > best
+        best = np.where(better, obs_eval[:, i], best)
+        idx[:, i] = np.where(better, i, idx[:, i - 1])
+    return idx
+
+
+def stop_values(
+    true_eval: np.ndarray,
+    obs_eval: np.ndarray,
+    gpu_hours_full: np.ndarray,
+    price: float,
+    deliver_best: bool,
+    work_frac: Any = None,
+) -> np.ndarray:
+    """(n, K): a job's utility term V_i if it ends after checkpoint i (column i - 1).
+
+    V_i = Q(delivered) - price x GPU-hours x (work fraction at i: i / K, or the
+    simulator's ``step_frac`` under step-time jitter), delivered = the best
+    observed checkpoint up to i (the final one at i = K unless ``deliver_best``):
+    the env's ``reward="utility"``, whose return is sum_j V_end - V_1.
+    """
+    n, k = true_eval.shape
+    idx = best_observed_index(obs_eval)
+    if not deliver_best:
+        idx[:, -1] = k - 1
+    q = np.take_along_axis(true_eval, idx, axis=1)
+    frac = (np.arange(1, k + 1) / k)[None, :] if work_frac is None else np.asarray(work_frac)
+    return q - price * gpu_hours_full[:, None] * frac
+
+
+def honest_metrics(
+    r: EpisodeRecord,
+    obs_eval: np.ndarray,
+    price: float,
+    deliver_best: bool,
+    work_frac: Any = None,
+) -> dict[str, float]:
+    """Metrics that do not flatter killing, beside the paper's (SPEC section 9).
+
+    * ``fpr_rlhf``: stopped healthy RLHF runs / healthy RLHF runs.
+    * ``killed_healthy_gpu_hours``: GPU-hours spent on healthy jobs that were stopped
+      (their work is lost to the platform, whatever checkpoint they delivered).
+    * ``total_gpu_hours``: all GPU-hours consumed (the paper's "-21.8 %" compares
+      with its change, not with post-peak waste).
+    * ``recall_after_peak``: hacking runs stopped at or after their true peak /
+      hacking runs; ``stops_before_peak_frac``: those stopped before it, apart.
+    * ``utility``: sum_j V_end - V_1 (see :func:`stop_values`), the env's return.
+    * ``regret_vs_oracle``: the privileged per-job optimum's utility minus ``utility``.
+    """
+    from .workloads import RLHF
+
+    hack, flag = r.hacking.astype(bool), r.stopped.astype(bool)
+    rlhf = r.job_type == RLHF
+    healthy_rl = rlhf & ~hack
+    end_progress = r.ckpt_done / r.n_ckpt
+    values = stop_values(r.true_eval, obs_eval, r.gpus * r.duration, price, deliver_best, work_frac)
+    rows = np.arange(len(hack))
+    v_end = values[rows, r.ckpt_done - 1]
+    utility = float(np.sum(v_end - values[:, 0]))
+    oracle = float(np.sum(values.max(axis=1) - values[:, 0]))
+    n_hack = int(hack.sum())
+    return {
+        "fpr_rlhf": _ratio(int(np.sum(healthy_rl & flag)), int(healthy_rl.sum())),
+        "killed_healthy_gpu_hours": float(np.sum(r.gpu_hours[~hack & flag])),
+        "total_gpu_hours": float(r.gpu_hours.sum()),
+        "recall_after_peak": _ratio(
+            int(np.sum(hack & flag & (end_progress >= r.peak_progress))), n_hack
+        ),
+        "stops_before_peak_frac": _ratio(
+            int(np.sum(hack & flag & (end_progress < r.peak_progress))), n_hack
+        ),
+        "utility": utility,
+        "oracle_utility": oracle,
+        "regret_vs_oracle": oracle - utility,
+    }

@@ -34,6 +34,25 @@ def saturating_shape(p: np.ndarray, tau: np.ndarray) -> np.ndarray:
     return -np.expm1(-p / tau) / -np.expm1(-1.0 / tau)
 
 
+def rise_decline_shape(
+    p: np.ndarray, tau: np.ndarray, onset: np.ndarray, drop: np.ndarray
+) -> np.ndarray:
+    """A saturating rise less a late quadratic loss: the ``rise-decline`` RLHF family.
+
+    ``saturating_shape(p, tau) - drop * ((p - onset)+ / (1 - onset))^2``; with
+    ``drop = 0`` a healthy run, else a hacking one that starts to lose at ``onset``.
+    """
+    late = np.maximum(p - onset, 0.0) / (1.0 - onset)
+    return saturating_shape(p, tau) - drop * late * late
+
+
+def rise_decline_peak(tau: np.ndarray, onset: np.ndarray, drop: np.ndarray) -> np.ndarray:
+    """Progress of the maximum of :func:`rise_decline_shape` on [0, 1] (1e-3 resolution)."""
+    grid = np.linspace(0.0, 1.0, 1001)
+    shape = rise_decline_shape(grid[None, :], tau[:, None], onset[:, None], drop[:, None])
+    return grid[np.argmax(shape, axis=1)]
+
+
 @dataclass
 class Curves:
     """Per-job, per-checkpoint curves; rows are jobs, columns checkpoints 1..K.
@@ -96,7 +115,22 @@ def sample_curves(
     # the same values as computing both for every job and picking).
     rl, sft = np.flatnonzero(rlhf), np.flatnonzero(~rlhf)
     true_eval = np.empty((n, k))
-    true_eval[rl] = rl_base[rl, None] + rl_amp[rl, None] * gao_shape(p[None, :] / peak[rl, None])
+    if cal.rlhf_shape == "gao":
+        true_eval[rl] = rl_base[rl, None] + rl_amp[rl, None] * gao_shape(
+            p[None, :] / peak[rl, None]
+        )
+    else:
+        # Drawn after every other parameter, so the gao calibrations' streams
+        # stay exactly what they were.
+        tau, onset, drop = (
+            rng.uniform(r[0], r[1], size=n) for r in (cal.rlhf_tau, cal.hack_onset, cal.hack_drop)
+        )
+        drop = np.where(hacking & rlhf, drop, 0.0)
+        true_eval[rl] = rl_base[rl, None] + rl_amp[rl, None] * rise_decline_shape(
+            p[None, :], tau[rl, None], onset[rl, None], drop[rl, None]
+        )
+        # a healthy run rises to its end: no peak within (or beyond) it
+        peak = np.where(rlhf & hacking, rise_decline_peak(tau, onset, drop), np.inf)
     true_eval[sft] = sft_base[sft, None] + sft_amp[sft, None] * saturating_shape(
         p[None, :], sft_tau[sft, None]
     )

@@ -1,0 +1,347 @@
+"""``BayesStopper``: the benchmark's ceiling among stoppers that respect the boundary.
+
+It knows what a task's documentation says (the calibration's curve family and
+its parameter ranges, the eval noise, the GPU-hour price, the workload's mix)
+and nothing else: it never reads the env object.  At each checkpoint it rebuilds
+the posterior over the job's curve from the job's observed evals (so it needs
+the whole history, ``eval_window = K``) and stops when the expected utility of
+stopping is at least that of the best future stop point.
+
+The posterior.  Every curve family of :mod:`evalstop_gym.sim.synthetic_curves`
+is *linear* in some of its parameters given the others: base + A g(p / p*)
+(``gao``), base + A r_tau(p) - A D h_onset(p) (``rise-decline``), base +
+A r_tau(p) (LoRA/DPO).  The nonlinear ones (p*; tau and onset; tau) are put on a
+grid of hypotheses weighted by their prior (the hack fraction splits the RLHF
+weight between labels); the linear ones get a Gaussian prior matching the mean
+and covariance of the uniform draws and are integrated out in closed form
+(Bayesian linear regression), which gives each hypothesis its evidence and its
+posterior mean curve.  Everything that does not depend on the evals is
+precomputed per (job type, number of evals).
+
+The decision.  Under each hypothesis h with posterior mean curve mu_h, stopping
+after checkpoint i delivers about mu_h[b] (b = the best observed checkpoint), and
+stopping after a later checkpoint m about max(mu_h[b], max_{i<j<=m} mu_h[j])
+(``deliver="best"``; mu_h[K] if the task delivers the final checkpoint), minus
+the price of the m - i checkpoints in between at the job type's expected
+GPU-hours.  It continues iff some m > i has a higher posterior expectation
+than stopping now: a multi-step, open-loop look-ahead, which includes the
+one-step one.  The noise of the future evals that choose the delivered
+checkpoint is not modelled, so it slightly overrates continuing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evalstop_gym.errors import ConfigError
+from evalstop_gym.sim.boundary import JobView
+from evalstop_gym.sim.calibration import Calibration, get_calibration
+from evalstop_gym.sim.synthetic_curves import gao_shape, rise_decline_shape, saturating_shape
+from evalstop_gym.sim.workloads import JOB_TYPES, RLHF, Workload, get_workload
+
+from .policies import Obs, _need, observed
+
+#: Grid points per nonlinear parameter (peak, tau, onset).
+GRID = 10
+#: Model error added to the eval noise: the grid is discrete, the truth is not.
+MODEL_JITTER = 0.01
+#: Hypotheses (by posterior weight) whose futures are simulated at each decision.
+TOP_HYPOTHESES = 32
+#: Simulated futures per hypothesis (common random numbers, fixed at construction).
+FUTURES = 24
+
+
+def _uniform_moments(lo_hi: tuple[float, float]) -> tuple[float, float]:
+    lo, hi = lo_hi
+    return (lo + hi) / 2, (hi - lo) ** 2 / 12
+
+
+def _midpoints(lo_hi: tuple[float, float], n: int) -> np.ndarray:
+    """``n`` quantile midpoints of a uniform range (equal prior mass each)."""
+    lo, hi = lo_hi
+    return lo + (hi - lo) * (np.arange(n) + 0.5) / n
+
+
+@dataclass
+class _Family:
+    """Hypotheses of one job type: bases, Gaussian prior of the linear part, weights."""
+
+    phi: np.ndarray  # (H, K, d) basis at the K checkpoints
+    m0: np.ndarray  # (d,) prior mean of the linear coefficients
+    s0: np.ndarray  # (d, d) prior covariance
+    log_w: np.ndarray  # (H,) log prior weights
+    hacking: np.ndarray  # (H,) bool
+
+
+def _rlhf_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> _Family:
+    b_mean, b_var = _uniform_moments(cal.rlhf_base)
+    a_mean, a_var = _uniform_moments(cal.rlhf_amplitude)
+    if cal.rlhf_shape == "gao":
+        hack = _midpoints(cal.hack_peak, GRID)
+        healthy = _midpoints(cal.healthy_peak, GRID)
+        peaks = np.concatenate([hack, healthy])
+        phi = np.stack(
+            [np.ones((len(peaks), len(p))), gao_shape(p[None, :] / peaks[:, None])], axis=-1
+        )
+        m0, s0 = np.array([b_mean, a_mean]), np.diag([b_var, a_var])
+        n_hack, n_healthy = len(hack), len(healthy)
+    else:
+        taus = _midpoints(cal.rlhf_tau, GRID)
+        onsets = _midpoints(cal.hack_onset, GRID)
+        tt, oo = np.meshgrid(taus, onsets, indexing="ij")
+        tt, oo = tt.ravel(), oo.ravel()
+        # The loss term's coefficient is A * drop; its basis is the unit-drop loss.
+        rise = saturating_shape(p[None, :], tt[:, None])
+        loss = rise - rise_decline_shape(
+            p[None, :], tt[:, None], oo[:, None], np.ones((len(tt), 1))
+        )
+        rise_h = saturating_shape(p[None, :], taus[:, None])
+        phi_hack = np.stack([np.ones_like(rise), rise, -loss], axis=-1)
+        phi_healthy = np.stack([np.ones_like(rise_h), rise_h, np.zeros_like(rise_h)], axis=-1)
+        phi = np.concatenate([phi_hack, phi_healthy])
+        d_mean, d_var = _uniform_moments(cal.hack_drop)
+        c_mean = a_mean * d_mean
+        c_var = (a_var + a_mean**2) * (d_var + d_mean**2) - c_mean**2
+        ac_cov = d_mean * a_var
+        m0 = np.array([b_mean, a_mean, c_mean])
+        s0 = np.array([[b_var, 0, 0], [0, a_var, ac_cov], [0, ac_cov, c_var]])
+        n_hack, n_healthy = len(tt), len(taus)
+    log_w = np.concatenate(
+        [
+            np.full(n_hack, np.log(max(hack_fraction, 1e-12) / n_hack)),
+            np.full(n_healthy, np.log(max(1 - hack_fraction, 1e-12) / n_healthy)),
+        ]
+    )
+    hacking = np.arange(n_hack + n_healthy) < n_hack
+    return _Family(phi, m0, s0, log_w, hacking)
+
+
+def _sft_family(cal: Calibration, p: np.ndarray) -> _Family:
+    taus = _midpoints(cal.sft_tau, GRID)
+    sat = saturating_shape(p[None, :], taus[:, None])
+    phi = np.stack([np.ones_like(sat), sat], axis=-1)
+    b_mean, b_var = _uniform_moments(cal.sft_base)
+    a_mean, a_var = _uniform_moments(cal.sft_amplitude)
+    return _Family(
+        phi,
+        np.array([b_mean, a_mean]),
+        np.diag([b_var, a_var]),
+        np.full(len(taus), -np.log(len(taus))),
+        np.zeros(len(taus), dtype=bool),
+    )
+
+
+@dataclass
+class _Prefix:
+    """What the posterior after n evals needs that does not depend on the evals.
+
+    With L L^T = C the prior covariance of the first n evals under hypothesis h
+    and r = y - their prior mean, the whitened residual z = L^-1 r gives the
+    evidence (|z|^2) and the posterior mean curve (Phi S0 Phi_n^T L^-T z).  Both
+    are affine in y, so each is one matrix-vector product over all hypotheses.
+    """
+
+    whiten: np.ndarray  # (H * n, n): rows of L_h^-1, stacked
+    whiten_offset: np.ndarray  # (H, n): L_h^-1 (prior mean)
+    log_norm: np.ndarray  # (H,) log prior weight - 1/2 log det C
+    curve: np.ndarray  # (H * K, n): y -> posterior mean curve (linear part)
+    curve_offset: np.ndarray  # (H, K): posterior mean curve at y = 0
+
+
+def _prefixes(fam: _Family, var: float) -> list[_Prefix | None]:
+    h, k, _ = fam.phi.shape
+    base = fam.phi @ fam.m0  # (H, K)
+    cross = fam.phi @ fam.s0  # (H, K, d)
+    out: list[_Prefix | None] = [None]
+    for n in range(1, k + 1):
+        phi_n = fam.phi[:, :n, :]
+        cov = cross[:, :n, :] @ phi_n.transpose(0, 2, 1) + var * np.eye(n)  # (H, n, n)
+        chol = np.linalg.cholesky(cov)
+        whiten = np.linalg.inv(chol)
+        logdet = 2 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
+        gain = cross @ phi_n.transpose(0, 2, 1) @ whiten.transpose(0, 2, 1)  # (H, K, n)
+        curve = gain @ whiten  # (H, K, n)
+        offset = np.einsum("hij,hj->hi", whiten, base[:, :n])
+        out.append(
+            _Prefix(
+                whiten.reshape(h * n, n),
+                offset,
+                fam.log_w - 0.5 * logdet,
+                curve.reshape(h * k, n),
+                base - np.einsum("hkn,hn->hk", gain, offset),
+            )
+        )
+    return out
+
+
+class BayesStopper:
+    """A posterior over each job's curve, stopping when continuing is not worth its price.
+
+    Args:
+        calibration: The task's calibration (name or object): its curve family and ranges.
+        eval_noise: Standard deviation of the eval noise (None: the calibration's default).
+        gpu_hour_price: Price of a GPU-hour in eval units (the task's).
+        workload: Workload preset (or object): hack fraction and GPU-hours per job type.
+        deliver: ``"best"`` (the suite's setting) or ``"final"``: what a completed job delivers.
+        hack_fraction: Overrides the workload's fraction of hacking RLHF runs.
+    """
+
+    def __init__(
+        self,
+        calibration: str | Calibration = "hard",
+        eval_noise: float | None = None,
+        gpu_hour_price: float = 5e-4,
+        workload: str | Workload = "heavy-rlhf",
+        deliver: str = "best",
+        hack_fraction: float | None = None,
+    ) -> None:
+        """Precompute every hypothesis's prior and every prefix's posterior maps."""
+        cal = get_calibration(calibration)
+        wl = get_workload(workload)
+        if deliver not in ("best", "final"):
+            raise ConfigError("deliver", deliver, "'best' or 'final'")
+        if not isinstance(gpu_hour_price, int | float) or not gpu_hour_price >= 0:
+            raise ConfigError("gpu_hour_price", gpu_hour_price, "a number >= 0")
+        sigma = cal.eval_noise if eval_noise is None else float(eval_noise)
+        hf = wl.hack_fraction if hack_fraction is None else float(hack_fraction)
+        self.k = cal.evals_per_job
+        self.sigma = sigma
+        self._noise = sigma * np.random.default_rng(0).standard_normal((self.k, FUTURES))
+        self.deliver_best = deliver == "best"
+        self.name = "Bayes"
+        p = np.arange(1, self.k + 1) / self.k
+        var = sigma**2 + MODEL_JITTER**2
+        fams = {RLHF: _rlhf_family(cal, p, hf)}
+        sft = _sft_family(cal, p)
+        fams.update({t: sft for t in range(len(JOB_TYPES)) if t != RLHF})
+        self._families = fams
+        self._prefix = {t: _prefixes(f, var) for t, f in fams.items()}
+        self._step_cost = {
+            t: gpu_hour_price * prof.mean_gpu_hours() / self.k for t, prof in enumerate(wl.profiles)
+        }
+        self._ramp = {t: c * np.arange(self.k + 1, dtype=float) for t, c in self._step_cost.items()}
+        self.config = {
+            "calibration": cal.name,
+            "eval_noise": sigma,
+            "gpu_hour_price": float(gpu_hour_price),
+            "workload": wl.name,
+            "deliver": deliver,
+            "hack_fraction": hf,
+        }
+
+    @classmethod
+    def for_task(cls, name: str, price_factor: float = 1.0) -> BayesStopper:
+        """The stopper of a named suite task (``evalstop_gym.suite_task``), at a price multiple."""
+        from evalstop_gym.suite import suite_task
+
+        kw = suite_task(name)
+        return cls.from_env_kwargs(kw, price_factor)
+
+    @classmethod
+    def from_env_kwargs(cls, kw: Mapping[str, Any], price_factor: float = 1.0) -> BayesStopper:
+        """The stopper of an environment built with ``kw`` (its documented settings only)."""
+        noise = kw.get("eval_noise")
+        if kw.get("curves") is not None:
+            # On real curves the measured eval has its own noise: assume the suite's level.
+            noise = max(noise or 0.0, kw.get("model_noise", 0.05))
+        return cls(
+            calibration=kw.get("calibration", "paper"),
+            eval_noise=noise,
+            gpu_hour_price=kw.get("gpu_hour_price", 5e-4) * price_factor,
+            workload=kw.get("workload", "heavy-rlhf"),
+            deliver=kw.get("deliver", "final"),
+            hack_fraction=kw.get("hack_fraction"),
+        )
+
+    def reset(self) -> None:
+        """Nothing to reset: every decision is rebuilt from the observation."""
+
+    def posterior(self, job_type: int, evals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior weights (H,) and mean curves (H, K) of a job after ``evals``."""
+        pre = self._prefix[job_type][len(evals)]
+        assert pre is not None
+        y = np.asarray(evals, dtype=float)
+        z = (pre.whiten @ y).reshape(pre.whiten_offset.shape) - pre.whiten_offset
+        log_w = pre.log_norm - 0.5 * np.einsum("hn,hn->h", z, z)
+        w = np.exp(log_w - log_w.max())
+        w /= w.sum()
+        mean = (pre.curve @ y).reshape(pre.curve_offset.shape) + pre.curve_offset
+        return w, mean
+
+    def prob_hacking(self, job_type: int, evals: np.ndarray) -> float:
+        """Posterior probability that the job is a hacking run (0 for LoRA/DPO)."""
+        w, _ = self.posterior(job_type, evals)
+        return float(w[self._families[job_type].hacking].sum())
+
+    def decide(self, job_type: int, evals: np.ndarray) -> bool:
+        """Whether to stop a job of ``job_type`` whose observed evals so far are ``evals``."""
+        evals = np.asarray(evals, dtype=float)
+        n = len(evals)
+        if n >= self.k:
+            return False
+        w, mean = self.posterior(job_type, evals)
+        # The few hypotheses that carry the posterior decide; the rest cannot move it.
+        top = np.argsort(w)[-TOP_HYPOTHESES:]
+        w, mean = w[top] / w[top].sum(), mean[top]
+        b = int(np.argmax(evals))
+        ramp = self._ramp[job_type][: self.k - n + 1]
+        # Without noise the delivered score is the running max of the mean curve, an
+        # upper bound of its noisy value: if even that does not pay, stop at once.
+        bound = np.maximum(np.maximum.accumulate(mean[:, n:], axis=1), mean[:, b : b + 1])
+        if self.deliver_best and (w @ bound - ramp[1:]).max() <= w @ mean[:, b]:
+            return True
+        value = self._delivered(mean, b, float(evals[b]), n)  # (h, K - n + 1)
+        expected = w @ value - ramp
+        return bool(expected[1:].max() <= expected[0])
+
+    def _delivered(self, mean: np.ndarray, b: int, y_best: float, n: int) -> np.ndarray:
+        """(h, K - n + 1): expected true score delivered if the job ends after n, n + 1, .., K.
+
+        The delivered checkpoint is the best *observed* one, so future evals are
+        simulated (common standard-normal draws, the task's sigma) around each
+        hypothesis's mean curve; the true score of a checkpoint is its mean.
+        """
+        f = self.k - n
+        mu = mean[:, n:]  # (h, f)
+        out = np.empty((mean.shape[0], f + 1))
+        out[:, 0] = mean[:, b]
+        best = np.full((mean.shape[0], FUTURES), y_best)
+        q = np.repeat(mean[:, b : b + 1], FUTURES, axis=1)
+        for j in range(f):
+            y = mu[:, j : j + 1] + self._noise[j]
+            better = y > best
+            np.maximum(best, y, out=best)
+            np.copyto(q, mu[:, j : j + 1], where=better)
+            out[:, j + 1] = q.sum(axis=1)
+        out[:, 1:] /= FUTURES
+        if not self.deliver_best:
+            out[:, -1] = mean[:, -1]  # a completed job delivers its final checkpoint
+        return out
+
+    def act(self, obs: Obs) -> int:
+        """0 continue, 1 stop, from the env's observation (needs ``eval_window = K``)."""
+        evals = observed(_need(obs, "evals", self.name))
+        progress = float(_need(obs, "progress", self.name)[0])
+        job_type = int(np.argmax(_need(obs, "job_type", self.name)))
+        n_done = round(progress * self.k)
+        if len(evals) != n_done:
+            raise ConfigError(
+                "eval_window",
+                len(obs["evals"]) // 2,
+                f"the whole history (eval_window = K = {self.k}): {self.name} saw "
+                f"{len(evals)} evals at checkpoint {n_done}",
+            )
+        return int(self.decide(job_type, evals))
+
+    def __call__(self, view: JobView) -> bool:
+        """The simulator's stopper interface (``Simulator.run(stopper)``)."""
+        return self.decide(view.job_type, np.asarray(view.evals))
+
+    def __repr__(self) -> str:
+        """The settings it was built with."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config.items())
+        return f"BayesStopper({args})"

@@ -1,0 +1,109 @@
+"""Acceptance of the `hard` regime and the Bayes stopper's speed (issue 10).
+
+    python benchmarks/suite_acceptance.py [--seeds 10] [--corpus traces.jsonl]
+
+Prints, and checks against the issue's targets:
+
+1. the early-eval AUC (RLHF jobs, 5-fold CV logistic regression on the evals at
+   progress <= 0.1 and <= 0.2), noise-free and at sigma 0.12, for every
+   calibration (and the corpus, if given); target: `hard` noise-free <= 0.65;
+2. on `hard-0.12` at 1/2x, 1x and 2x the suite's price: the normalised scores of
+   the tuned floors (target <= 0.5) and EvalStop(k=2) (target <= 0.6), and
+   U_Bayes - U0 with its bootstrap CI (target: > 0, CI excluding 0);
+3. the Bayes stopper's decisions per second on a 200-job `hard-0.12` episode,
+   by process CPU time, beside EvalStop(k=2) run the same way (interleaved
+   repetitions, min and median).
+
+Targets live here, not in the tests.  Exit status 1 if one is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from baselines.bayes import BayesStopper
+from evalstop_experiments import e8
+from evalstop_gym import KDeclineRule, SimConfig, Simulator
+from evalstop_gym.corpus import read_traces
+from evalstop_gym.corpus.early_auc import corpus_early_auc, sim_early_auc
+from evalstop_gym.suite import PRICE_FACTORS
+
+
+def auc_table(seeds: int, corpus: str | None) -> bool:
+    """Print every regime's early-eval AUC; True if `hard` meets its target."""
+    print("early-eval AUC (RLHF jobs; noise-free / at sigma 0.12)")
+    ok = True
+    for cal in ("paper", "realistic", "hard"):
+        for mp in (0.1, 0.2):
+            a = sim_early_auc(cal, 0.12, range(seeds), mp)
+            print(f"  {cal:9s} progress <= {mp}: {a['noise_free']:.3f} / {a['observed']:.3f}")
+            if cal == "hard" and a["noise_free"] > 0.65:
+                ok = False
+    if corpus:
+        traces = read_traces(corpus)
+        for mp in (0.1, 0.2):
+            a = corpus_early_auc(traces, mp)
+            print(
+                f"  corpus    progress <= {mp}: gold {a['noise_free']:.3f} / eval {a['observed']:.3f}"
+            )
+    return ok
+
+
+def floors_and_bayes(seeds: int) -> bool:
+    """Print the hard-0.12 scores at the three prices; True if every target is met."""
+    ok = True
+    for f in PRICE_FACTORS:
+        rows = {r["stopper"]: r for r in e8.run_task("hard-0.12", f, range(seeds))}
+        floors = max(rows["StopAt (tuned)"]["score"], rows["Gate (tuned)"]["score"])
+        ev = rows["EvalStop(k=2)"]["score"]
+        b = rows["Bayes"]
+        line_ok = floors <= 0.5 and ev <= 0.6 and b["u_minus_u0_lo"] > 0
+        ok &= line_ok
+        print(
+            f"  hard-0.12 @ {f:g}x: floors {floors:.2f} (<= 0.5), EvalStop {ev:.2f} (<= 0.6), "
+            f"U_Bayes - U0 = {b['u_minus_u0']:.2f} [{b['u_minus_u0_lo']:.2f}, "
+            f"{b['u_minus_u0_hi']:.2f}] (> 0)  {'ok' if line_ok else 'MISSED'}"
+        )
+    return ok
+
+
+def decisions_per_second(reps: int = 5) -> None:
+    """Bayes and EvalStop on the same 200-job episode, CPU time, interleaved."""
+    cfg = SimConfig(calibration="hard", eval_noise=0.12, deliver="best")
+    bayes = BayesStopper.for_task("hard-0.12")
+    times: dict[str, list[float]] = {"Bayes": [], "EvalStop": []}
+    decisions = {}
+    for _ in range(reps):
+        for name, stopper in (("Bayes", bayes), ("EvalStop", KDeclineRule(2))):
+            sim = Simulator(cfg, 0)
+            t0 = time.process_time()
+            m = sim.run(stopper)
+            times[name].append(time.process_time() - t0)
+            decisions[name] = m["n_decisions"]
+    for name, ts in times.items():
+        print(
+            f"  {name:8s}: episode min {min(ts):.3f} s, median {statistics.median(ts):.3f} s; "
+            f"{decisions[name] / min(ts):,.0f} decisions/s (best)"
+        )
+    ratio = min(times["Bayes"]) / min(times["EvalStop"])
+    print(f"  Bayes / EvalStop episode CPU time: {ratio:.1f}x")
+
+
+def main() -> None:
+    """Run the three checks; exit 1 if a target is missed."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--corpus", default=None, help="a micro-RLHF corpus (JSONL) for its AUC")
+    args = ap.parse_args()
+    ok = auc_table(args.seeds, args.corpus)
+    print("hard-0.12 at the three prices (scores normalised to Bayes)")
+    ok &= floors_and_bayes(args.seeds)
+    print("Bayes stopper speed (200-job hard-0.12 episode)")
+    decisions_per_second()
+    raise SystemExit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Named benchmark tasks: ``suite_task("hard-0.12")`` returns the env kwargs of a task.
+
+A task is ``"<calibration>-<sigma>"`` (any registered calibration, any eval
+noise, e.g. ``"hard-0.12"``, ``"paper-0.02"``) or a real-curve corpus
+(``"micro-rlhf"``).  Every task runs the heavy-RLHF workload on SRTF-Est with
+``deliver="best"`` (a practitioner keeps each run's best eval checkpoint, so a
+stopper is judged on the compute it frees, not on checkpoint selection), the
+full eval history (``eval_window = K``) and the suite's GPU-hour price.
+
+The price (docs/CALIBRATION.md, "The suite's price").  It is fixed by a rule:
+*a GPU-hour is worth a quarter of the quality it buys in an average healthy
+RLHF run*.  An average healthy run of the featured regime (``hard``) gains
+E[A] = 0.6 eval units and uses E[GPUs x hours] of an RLHF job (11.2 GPUs x
+11.3 h = 127 GPU-hours): compute turns into quality at 0.6 / 127 = 4.7e-3 per
+GPU-hour.  At that rate every healthy run would only break even and "should
+RLHF run at all" would decide the benchmark; at a quarter of it an average
+healthy run is worth four times its compute at 1x and still twice at 2x, so
+across the whole sweep (1/2x, 1x, 2x, :data:`PRICE_FACTORS`) running healthy
+jobs pays and what a stopper adds is the compute it frees from hacking runs.
+Rounded to two digits: 1.2e-3 (the env's default, 5e-4, is ~0.4x).  A first
+rule, half the rate (2.4e-3), was dropped after measuring the floors: at its
+2x every healthy run breaks even and stopping all RLHF runs at 10 % was as
+good as any detector.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .errors import ConfigError
+from .sim.calibration import CALIBRATIONS, get_calibration
+from .sim.workloads import RLHF, get_workload
+
+#: The suite's price of a GPU-hour in eval units (see :func:`price_rule`).
+SUITE_PRICE = 1.2e-3
+#: Every result is shown at these multiples of the suite's price.
+PRICE_FACTORS: tuple[float, ...] = (0.5, 1.0, 2.0)
+#: Tasks of the benchmark table (real corpora join when a corpus is given).
+SUITE_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "realistic-0.12", "paper-0.12")
+#: Real-curve tasks and the environment variable naming their corpus (JSONL).
+CORPUS_TASKS: dict[str, str] = {"micro-rlhf": "EVALSTOP_MICRO_RLHF_CORPUS"}
+#: Settings every task shares.
+TASK_DEFAULTS: dict[str, Any] = {
+    "workload": "heavy-rlhf",
+    "scheduler": "srtf-est",
+    "deliver": "best",
+    "eval_window": None,
+    "reward": "utility",
+}
+
+
+def price_rule(calibration: str = "hard", workload: str = "heavy-rlhf") -> float:
+    """A quarter of the rate at which an average healthy RLHF run turns GPU-hours into quality.
+
+    E[gain of a healthy run at its end] / E[GPU-hours of an RLHF job] / 4, with the
+    calibration's mean amplitude as the gain (exact for ``rise-decline``, whose
+    healthy runs end at base + A).
+    """
+    cal = get_calibration(calibration)
+    gain = sum(cal.rlhf_amplitude) / 2
+    return 0.25 * gain / get_workload(workload).profiles[RLHF].mean_gpu_hours()
+
+
+def suite_task(name: str, curves: str | None = None) -> dict[str, Any]:
+    """The env kwargs (``gym.make("EvalStop-v0", **kwargs)``) of the named task.
+
+    Args:
+        name: ``"<calibration>-<sigma>"`` (e.g. ``"hard-0.12"``) or a corpus task
+            (``"micro-rlhf"``).
+        curves: For a corpus task, the corpus JSONL; default the path in the
+            environment variable of :data:`CORPUS_TASKS` (make one with
+            ``evalstop-gym curves generate --runs 60 --out DIR``).
+
+    Raises:
+        ConfigError: an unknown name, a bad sigma, or a corpus task without a corpus.
+    """
+    kw = dict(TASK_DEFAULTS, gpu_hour_price=SUITE_PRICE)
+    if name in CORPUS_TASKS:
+        path = curves or os.environ.get(CORPUS_TASKS[name])
+        if not path or not os.path.isfile(path):
+            raise ConfigError(
+                "curves",
+                path,
+                f"the corpus JSONL of task {name!r}: pass curves=PATH or set "
+                f"{CORPUS_TASKS[name]} (evalstop-gym curves generate --runs 60 --out DIR)",
+            )
+        kw.update(calibration="hard", curves=str(path), eval_noise=0.0)
+        return kw
+    cal, sep, sigma = name.rpartition("-")
+    allowed = f"'<calibration>-<sigma>' with calibration in {sorted(CALIBRATIONS)}"
+    if not sep or cal not in CALIBRATIONS:
+        raise ConfigError("task", name, f"{allowed}, or one of {sorted(CORPUS_TASKS)}")
+    try:
+        noise = float(sigma)
+    except ValueError:
+        raise ConfigError("task", name, f"{allowed} and sigma a number >= 0") from None
+    if not noise >= 0 or noise == float("inf"):
+        raise ConfigError("task", name, f"{allowed} and sigma a finite number >= 0")
+    kw.update(calibration=cal, eval_noise=noise)
+    return kw
