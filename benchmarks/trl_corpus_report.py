@@ -23,6 +23,8 @@ from scipy.stats import rankdata
 from evalstop_gym.corpus import CurveTrace, read_traces
 from evalstop_gym.corpus.generators.micro_rlhf.generate import fit_corpus, summarize
 from evalstop_gym.corpus.packaged import TRL_CORPUS, corpus_path
+from evalstop_gym.sim.calibration import CALIBRATIONS, Calibration
+from evalstop_gym.sim.synthetic_curves import gao_shape
 
 
 def auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -109,15 +111,51 @@ def report(name: str, traces: Sequence[CurveTrace], kl_key: str) -> None:
         )
 
 
+def synthetic_rlhf(cal: Calibration, n: int, hack_fraction: float, seed: int) -> list[CurveTrace]:
+    """RLHF runs of a synthetic regime as traces: the simulator's Gao-shaped true eval plus noise.
+
+    Mirrors the RLHF branch of :func:`evalstop_gym.sim.synthetic_curves.sample_curves` (same
+    ranges and shape, observed eval = true + ``cal.eval_noise`` x N(0, 1)), checkpoints at
+    progress ``i / evals_per_job``; the label is the workload's hack label.
+    """
+    rng = np.random.default_rng(seed)
+    k = cal.evals_per_job
+    p = np.arange(1, k + 1) / k
+    traces = []
+    for i in range(n):
+        hacking = bool(rng.random() < hack_fraction)
+        base, amp = rng.uniform(*cal.rlhf_base), rng.uniform(*cal.rlhf_amplitude)
+        peak = rng.uniform(*(cal.hack_peak if hacking else cal.healthy_peak))
+        true = base + amp * gao_shape(p / peak)
+        obs = true + cal.eval_noise * rng.standard_normal(k)
+        traces.append(
+            CurveTrace(
+                run_id=f"synthetic-{i}",
+                step=np.arange(1, k + 1) * cal.steps_per_eval,
+                eval=obs,
+                loss=np.zeros(k),
+                label=hacking,
+            )
+        )
+    return traces
+
+
 def main() -> None:
     """Print the figures of the TRL corpus and, if given, of a micro-RLHF corpus."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trl", default=str(corpus_path(TRL_CORPUS)))
+    parser.add_argument("--trl", default=None, help="a TRL corpus (default: the shipped one)")
     parser.add_argument("--micro", default=None, help="a micro-RLHF corpus (JSONL)")
     args = parser.parse_args()
-    report("TRL (GRPO)", read_traces(args.trl), "beta")
+    report("TRL (GRPO)", read_traces(args.trl or corpus_path(TRL_CORPUS)), "beta")
     if args.micro:
         report("micro-RLHF", read_traces(args.micro), "kl_beta")
+    for name, cal in CALIBRATIONS.items():
+        runs = synthetic_rlhf(cal, 2000, 0.5, seed=0)
+        aucs = ", ".join(f"<= {p}: {early_eval_auc(runs, p):.3f}" for p in (0.1, 0.2))
+        print(
+            f"== synthetic '{name}' (2000 RLHF runs, half hacking, eval noise "
+            f"{cal.eval_noise}): early-eval AUC {aucs}"
+        )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ an interrupted corpus resumes where it stopped.
 
 Sweep grid (:data:`TRL_GRID`, 4 x 3 x 2 x 2 = 48 cells): GRPO's KL coefficient ``beta`` in
 {0, 0.05, 0.2, 0.5}, preference pairs ``n_pairs`` in {128, 512, 2048}, proxy width
-``proxy_hidden`` in {0 (linear), 32}, policy learning rate ``lr`` in {1e-4, 3e-4}. Run ``i`` of
+``proxy_hidden`` in {0 (linear), 32}, policy learning rate ``lr`` in {1.5e-4, 3e-4}. Run ``i`` of
 a corpus with seed ``S`` takes cell ``perm[i % 48]`` of a permutation drawn from ``S`` and run
 seed ``S * 100_000 + i``: 48 runs cover the grid once.
 """
@@ -37,7 +37,7 @@ TRL_GRID: dict[str, tuple[float, ...]] = {
     "beta": (0.0, 0.05, 0.2, 0.5),
     "n_pairs": (128, 512, 2048),
     "proxy_hidden": (0, 32),
-    "lr": (1e-4, 3e-4),
+    "lr": (1.5e-4, 3e-4),
 }
 #: Overrides of the ``--quick`` corpus (CI and ``reproduce --quick``): shorter runs.
 QUICK_OVERRIDES: dict[str, Any] = {"steps": 32, "eval_every": 4, "gold_batch": 256}
@@ -263,3 +263,34 @@ def run_cli(args: Any) -> int:
         f"({100 * n_hack / len(traces):.1f}%); wrote {Path(args.out) / TRACES_FILE}"
     )
     return 0
+
+
+def ship_corpus(out_dir: str | os.PathLike[str], name: str, command: str, seed: int) -> Path:
+    """Copy ``out_dir/traces.jsonl`` into the package data as ``name`` with its sidecar.
+
+    The sidecar records the command, seed, run and hacking counts, the versions of TRL,
+    transformers, tokenizers and torch, and the SHA-256 that
+    :func:`evalstop_gym.corpus.packaged.load_corpus` checks.
+
+    Returns:
+        The shipped JSONL path.
+    """
+    import shutil
+    from importlib.metadata import version
+
+    from evalstop_gym.corpus.format import read_traces
+    from evalstop_gym.corpus.packaged import DATA_DIR, write_sidecar
+
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    dest = DATA_DIR / f"{name}.jsonl"
+    shutil.copyfile(Path(out_dir) / TRACES_FILE, dest)
+    traces = read_traces(dest)
+    write_sidecar(
+        dest,
+        command=command,
+        seed=seed,
+        runs=len(traces),
+        hacking=sum(bool(t.label) for t in traces),
+        versions={p: version(p) for p in ("trl", "transformers", "tokenizers", "torch")},
+    )
+    return dest
