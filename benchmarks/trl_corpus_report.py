@@ -86,6 +86,7 @@ def report(name: str, traces: Sequence[CurveTrace], kl_key: str) -> None:
     print(f"  hacking per KL coefficient ({kl_key}): {by_group(traces, kl_key)}")
     print(f"  hacking per preference pairs: {by_group(traces, 'n_pairs')}")
     print(f"  hacking per proxy width: {by_group(traces, 'proxy_hidden')}")
+    print(f"  hacking per learning rate: {by_group(traces, 'lr')}")
     print(f"  peak progress of hacking runs (quartiles): {s['peak_progress_quartiles_hacking']}")
     for part in ("all", "hacking", "healthy"):
         print(

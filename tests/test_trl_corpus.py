@@ -115,6 +115,20 @@ def test_proxy_training_is_deterministic_per_seed():
     assert any(not np.array_equal(x, y) for x, y in zip(first, other, strict=True))
 
 
+def test_specs_cover_the_grid_once_and_overrides_win():
+    """48 runs: every cell once, distinct seeds; an override replaces a swept value."""
+    pytest.importorskip("transformers")
+    from evalstop_gym.corpus.generators.trl.generate import QUICK_OVERRIDES, TRL_GRID, trl_specs
+
+    specs = trl_specs(48, seed=0)
+    cells = {(s.beta, s.n_pairs, s.proxy_hidden, s.lr) for s in specs}
+    assert len(cells) == 48 == np.prod([len(v) for v in TRL_GRID.values()])
+    assert len({s.seed for s in specs}) == 48
+    quick = trl_specs(8, seed=1, **QUICK_OVERRIDES)
+    assert {s.lr for s in quick} == {QUICK_OVERRIDES["lr"]}
+    assert all(s.steps == QUICK_OVERRIDES["steps"] for s in quick)
+
+
 # --------------------------------------------------------------------------------------------
 # A tiny real TRL run
 # --------------------------------------------------------------------------------------------
