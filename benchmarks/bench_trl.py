@@ -37,7 +37,9 @@ def main() -> None:
     torch.set_num_threads(1)
     started = time.process_time()
     base = str(build_base(os.path.join(args.out, "base")))
-    print(f"base LM: {time.process_time() - started:.1f} CPU s (once per corpus)")
+    print(
+        f"base LM ready: {time.process_time() - started:.1f} CPU s (built once per corpus, reused if present)"
+    )
     trl_s, micro_s, labels = [], [], []
     for i, spec in enumerate(trl_specs(args.runs, seed=99)):
         t0 = time.process_time()
