@@ -196,3 +196,30 @@ def test_tiny_trl_run_is_reproducible(tiny_run, tmp_path, monkeypatch):
     np.testing.assert_array_equal(again.gold, trace.gold)
     np.testing.assert_array_equal(again.kl, trace.kl)
     np.testing.assert_array_equal(again.loss, trace.loss)
+
+
+@pytest.mark.slow
+def test_corpus_generation_resumes_from_finished_folders(tiny_run, tmp_path, monkeypatch):
+    """A second generate over the same folder reads the finished run instead of training it."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import shutil
+
+    from evalstop_gym.corpus import read_traces
+    from evalstop_gym.corpus.generators.trl.generate import TRACES_FILE, generate_trl_corpus
+    from evalstop_gym.corpus.generators.trl.world import BaseRecipe
+
+    config, out, trace = tiny_run
+    shutil.copytree(out.parent / "base", tmp_path / "base")
+    shutil.copytree(out, tmp_path / "runs" / config.run_id())
+    timings: list[float] = []
+    traces = generate_trl_corpus(
+        [config],
+        tmp_path,
+        workers=1,
+        progress=False,
+        base_recipe=BaseRecipe(corpus_size=500, steps=10, batch=32),
+        timings=timings,
+    )
+    assert timings == []  # reused, not retrained
+    np.testing.assert_array_equal(traces[0].gold, trace.gold)
+    assert read_traces(tmp_path / TRACES_FILE)[0].run_id == config.run_id()

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from evalstop_gym.corpus.format import CurveTrace, write_traces
+from evalstop_gym.parallel import Executor
 
 #: The swept hyperparameters and their values (see module docstring).
 TRL_GRID: dict[str, tuple[float, ...]] = {
@@ -96,77 +97,9 @@ def run_spec(spec: Any, base_dir: str, runs_dir: str) -> tuple[CurveTrace, float
     return trace, time.process_time() - started, False
 
 
-def _worker_init() -> None:
-    # One intra-op thread per worker: workers fill the cores, and a fixed thread count keeps
-    # float reductions (hence sampled tokens) identical across backends.
-    os.environ["OMP_NUM_THREADS"] = "1"
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    import torch
-
-    torch.set_num_threads(1)
-
-
-def _map_local(specs: Sequence[Any], base: str, runs: str, workers: int, bar: Any) -> list[Any]:
-    """Run specs serially (one worker) or in a spawn process pool; results in spec order.
-
-    A minimal stand-in for the project's shared executor (``evalstop_gym.parallel``, not yet
-    on main when this was written).
-    """
-    if workers == 1:
-        _worker_init()
-        out = []
-        for spec in specs:
-            out.append(run_spec(spec, base, runs))
-            bar.update(1)
-        return out
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    results: list[Any] = [None] * len(specs)
-    ctx = multiprocessing.get_context("spawn")  # forking torch's thread pools can deadlock
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init) as pool:
-        futures = {pool.submit(run_spec, s, base, runs): i for i, s in enumerate(specs)}
-        for fut in as_completed(futures):
-            results[futures[fut]] = fut.result()
-            bar.update(1)
-    return results
-
-
-def _map_ray(
-    specs: Sequence[Any], base: str, runs: str, workers: int, address: str | None, bar: Any
-) -> list[Any]:
-    """Run specs as Ray tasks (one CPU each); results in spec order."""
-    import ray
-
-    started_here = not ray.is_initialized()
-    if started_here:
-        repo = str(Path(__file__).resolve().parents[4])
-        path = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)
-        env = {"PYTHONPATH": path, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-        if address is None:
-            ray.init(
-                num_cpus=workers,
-                include_dashboard=False,
-                log_to_driver=False,
-                runtime_env={"env_vars": env},
-            )
-        else:
-            ray.init(address=address, log_to_driver=False)
-    try:
-        remote = ray.remote(num_cpus=1)(run_spec)
-        refs = [remote.remote(s, base, runs) for s in specs]
-        index = {ref: i for i, ref in enumerate(refs)}
-        results: list[Any] = [None] * len(specs)
-        pending = list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                results[index[ref]] = ray.get(ref)
-                bar.update(1)
-        return results
-    finally:
-        if started_here:
-            ray.shutdown()
+def _run_item(item: tuple[Any, str, str]) -> tuple[CurveTrace, float, bool]:
+    """:func:`run_spec` on one ``(spec, base_dir, runs_dir)`` item (executors map one argument)."""
+    return run_spec(*item)
 
 
 def generate_trl_corpus(
@@ -179,6 +112,7 @@ def generate_trl_corpus(
     progress: bool = True,
     base_recipe: Any = None,
     timings: list[float] | None = None,
+    executor: Executor | None = None,
 ) -> list[CurveTrace]:
     """Run (or resume) a corpus of TRL runs and write ``out_dir/traces.jsonl``.
 
@@ -192,6 +126,8 @@ def generate_trl_corpus(
         base_recipe: :class:`~.world.BaseRecipe` of the shared base LM (default recipe if None).
         timings: If given, receives the CPU seconds of each run that was trained (reused runs
             are left out), in spec order.
+        executor: The :class:`~evalstop_gym.parallel.Executor` to run on (default: one built
+            from ``backend``, ``workers`` and ``address``); its workers run with one thread.
 
     Returns:
         The traces in spec order.
@@ -200,23 +136,14 @@ def generate_trl_corpus(
 
     from evalstop_gym.corpus.generators.trl.world import build_base
 
-    if backend not in ("local", "ray"):
-        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
-    if address is not None and backend != "ray":
-        raise ValueError("address is only meaningful with backend='ray'")
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+    executor = executor or Executor(backend, workers, address)
     if not specs:
         raise ValueError("nothing to run: at least one run is needed")
     out = Path(out_dir)
     base = str(build_base(out / "base", base_recipe))
-    runs = str(out / "runs")
-    n_workers = min(workers or os.cpu_count() or 1, len(specs))
-    with tqdm(total=len(specs), disable=not progress, desc=f"TRL ({backend})", unit="run") as bar:
-        if backend == "local":
-            results = _map_local(specs, base, runs, n_workers, bar)
-        else:
-            results = _map_ray(specs, base, runs, n_workers, address, bar)
+    items = [(spec, base, str(out / "runs")) for spec in specs]
+    with tqdm(total=len(specs), disable=not progress, desc=f"TRL ({executor.backend})") as bar:
+        results = executor.map(_run_item, items, progress=bar.update)
     if timings is not None:
         timings.extend(seconds for _, seconds, reused in results if not reused)
     traces = [trace for trace, _, _ in results]
