@@ -174,7 +174,10 @@ def load_trl_trainer_state(
 
     The checkpoints are the ``log_history`` entries carrying ``eval_key``; the training loss (and
     the optional proxy, KL and gold series) at each is the last one logged at or before that
-    step (the first one, for evals logged before any training entry).
+    step (the first one, for evals logged before any training entry). The order of entries in
+    the file does not matter within a step: an eval logged by a callback's ``on_step_end``
+    precedes the training entry of the same step in real TRL output. ``null`` values (TRL
+    writes them for metrics with no valid sample) count as "not logged".
 
     Args:
         path: The ``trainer_state.json`` file.
@@ -182,8 +185,10 @@ def load_trl_trainer_state(
             ``"eval_rewards/accuracies"``.
         loss_key: Metric of the training entries.
         run_id: Name of the run; default: the output folder (the parent of ``checkpoint-N``).
-        proxy_key: Optional proxy-reward metric, e.g. ``"objective/scores"``.
-        kl_key: Optional KL metric, e.g. ``"objective/kl"``.
+        proxy_key: Optional proxy-reward metric, e.g. ``"reward"`` or
+            ``"rewards/<reward function>/mean"`` (GRPOTrainer), ``"objective/scores"`` (PPO).
+        kl_key: Optional KL metric, e.g. ``"kl"`` (GRPOTrainer, logged only when its ``beta``
+            is not 0) or ``"objective/kl"`` (PPO).
         gold_key: Optional gold metric; when given the trace is labelled by
             :func:`label_hacking`.
 

@@ -340,6 +340,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", choices=("local", "ray"), default="local")
     g.add_argument("--address", default=None, help="address of an existing Ray cluster")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument(
+        "--source",
+        choices=("micro", "trl"),
+        default="micro",
+        help="micro: micro-RLHF runs; trl: GRPO runs by TRL (needs the 'trl' extra)",
+    )
+    g.add_argument("--quick", action="store_true", help="trl only: short runs, for CI")
     f = sub.add_parser(
         "fit", help="fit Gao et al.'s law to every run: CSV table, PNG plot, summary"
     )
@@ -361,6 +368,10 @@ def run(args: argparse.Namespace) -> int:
         Process exit status (0 on success).
     """
     out = Path(args.out)
+    if args.curves_command == "generate" and getattr(args, "source", "micro") == "trl":
+        from evalstop_gym.corpus.generators.trl.generate import run_cli
+
+        return run_cli(args)
     if args.curves_command == "generate":
         timings: list[float] = []
         started = time.perf_counter()
