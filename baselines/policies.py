@@ -24,9 +24,13 @@ class Policy(Protocol):
 
     name: str
 
-    def reset(self) -> None: ...
+    def reset(self) -> None:
+        """Forget any per-episode state (called before every episode)."""
+        ...
 
-    def act(self, obs: Obs) -> int: ...
+    def act(self, obs: Obs) -> int:
+        """The decision on the job in ``obs``: 0 continue, 1 stop and save."""
+        ...
 
 
 def _need(obs: Obs, field: str, policy: str) -> np.ndarray:
@@ -51,9 +55,10 @@ class NoStop:
     name = "NoStop"
 
     def reset(self) -> None:
-        pass
+        """Nothing to forget: the decision depends on the observation alone."""
 
     def act(self, obs: Obs) -> int:
+        """Always continue."""
         return 0
 
     def __repr__(self) -> str:
@@ -70,9 +75,10 @@ class EvalStop:
         self.name = "EvalStop" if k == 2 else f"EvalStop(k={k})"
 
     def reset(self) -> None:
-        pass
+        """Nothing to forget: the decision depends on the observation alone."""
 
     def act(self, obs: Obs) -> int:
+        """Stop once the job's consecutive eval declines reach ``k``."""
         # +0.5: the count travels as float32; compare robustly to the integer k.
         return int(_need(obs, "consecutive_declines", self.name)[0] + 0.5 >= self.k)
 
@@ -99,9 +105,10 @@ class StopAtProgress:
         self.name = f"StopAt-{threshold:g}"
 
     def reset(self) -> None:
-        pass
+        """Nothing to forget: the decision depends on the observation alone."""
 
     def act(self, obs: Obs) -> int:
+        """Stop a job of the chosen types once its declared progress reaches the threshold."""
         progress = float(_need(obs, "progress", self.name)[0])
         job_type = int(np.argmax(_need(obs, "job_type", self.name)))
         # A hair of tolerance: progress travels as float32 (e.g. 0.7 -> 0.69999).
@@ -129,9 +136,10 @@ class LossPlateau:
         self.name = "LossPlateau"
 
     def reset(self) -> None:
-        pass
+        """Nothing to forget: the decision depends on the observation alone."""
 
     def act(self, obs: Obs) -> int:
+        """Stop once the relative loss reduction over the window is below the tolerance."""
         loss = observed(_need(obs, "loss", self.name))
         if len(loss) <= self.window:
             return 0

@@ -16,6 +16,7 @@ from evalstop_gym import CALIBRATIONS, KDeclineRule, SimConfig, Simulator
 
 
 def main() -> None:
+    """Print the detection table of every calibration over a sweep of eval noise."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
     args = ap.parse_args()
