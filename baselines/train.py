@@ -23,7 +23,6 @@ import numpy as np
 from evalstop_gym.envs import EvalStopEnv
 from evalstop_gym.fileio import atomic_savefig, write_hash_record
 
-from .hyperparams import load as zoo_file
 from .learned import _algo, write_meta
 
 #: Episode metrics Monitor writes to its CSV at the end of each episode.
@@ -51,10 +50,13 @@ def load_zoo_config(algo: str) -> dict[str, Any]:
     RL Zoo writes ``policy_kwargs`` as Python source (``"dict(net_arch=[64, 64])"``);
     it is read here as literals only, never evaluated.
     """
+    import yaml
+
     if algo not in ALGOS:
         raise ValueError(f"algo={algo!r} is not allowed: one of {list(ALGOS)}")
     path = HYPERPARAMS_DIR / f"{algo}.yml"
-    conf = dict(zoo_file(algo)[ZOO_ENV_ID])
+    with open(path) as fh:
+        conf = dict(yaml.safe_load(fh)[ZOO_ENV_ID])
     if isinstance(conf.get("policy_kwargs"), str):
         conf["policy_kwargs"] = _literal_dict_call(conf["policy_kwargs"], path)
     return conf
