@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterable
 from typing import Any
 
 import gymnasium as gym
 
-import evalstop_gym  # noqa: F401  (registers EvalStop-v0)
+from evalstop_gym import METRIC_KEYS  # the import registers EvalStop-v0
 
 from .policies import Policy
 
@@ -40,6 +41,9 @@ def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
     finally:
         env.close()
     row: dict[str, Any] = {"policy": policy.name, "seed": int(seed), "steps": steps}
+    # The env leaves an undefined metric out of info; rows are numeric columns
+    # for the statistics, where NaN is what "undefined" means.
+    row.update(dict.fromkeys(METRIC_KEYS, math.nan))
     row.update(info["episode_metrics"])
     row["return"] = total
     return row

@@ -28,7 +28,18 @@ from .sim.stopping import KDeclineRule, never_stop
 from .sim.workloads import SAMPLE_TRACE, WORKLOADS, Workload
 from .suite import SUITE_PRICE, SUITE_TASKS, suite_task
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The installed distribution's version (one source: pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("evalstop-gym")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+__version__ = _version()
 
 
 def _register() -> None:
@@ -42,6 +53,8 @@ def _register() -> None:
             entry_point="evalstop_gym.envs:EvalStopEnv",
             vector_entry_point="evalstop_gym.envs.vector:EvalStopVectorEnv",
         )
+    if "EvalStopFlat-v0" not in registry:  # a Box observation, for MlpPolicy-style defaults
+        register(id="EvalStopFlat-v0", entry_point="evalstop_gym.envs:EvalStopFlatEnv")
 
 
 _register()

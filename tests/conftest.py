@@ -57,3 +57,13 @@ def hand_jobs(
         peak_progress=np.asarray(peak if peak is not None else [np.inf] * n, dtype=float),
     )
     return batch, curves
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run the test with one torch thread (two spin-waiting threads on a busy 2-core box cost 20x)."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .evalstop import EvalStopEnv
+from .flat import EvalStopFlatEnv
 from .vector import EvalStopVectorEnv
 from .wrappers import EpisodeMetricsInfo
 
-__all__ = ["EpisodeMetricsInfo", "EvalStopEnv", "EvalStopVectorEnv"]
+__all__ = ["EpisodeMetricsInfo", "EvalStopEnv", "EvalStopFlatEnv", "EvalStopVectorEnv"]

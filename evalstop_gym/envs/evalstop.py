@@ -62,6 +62,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     ## Action Space
 
     `Discrete(2)`: `0` continue, `1` stop and save the best observed checkpoint.
+    Both actions are always valid for the job being decided, so `action_masks()`
+    (sb3-contrib's `MaskablePPO` convention) returns `[True, True]` at every step.
 
     ## Observation Space
 
@@ -143,8 +145,27 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
 
     Terminated when every job has finished or been stopped; the final step's
     `info["episode_metrics"]` holds the episode's metrics (JCT, waste,
-    precision, recall, ...).  No truncation: an episode has at most
-    `sum_j (K - 1)` steps.
+    precision, recall, ...) as finite floats.  A metric undefined in an episode
+    (precision with no job stopped, the mean JCT of a job type absent from the
+    workload) is left out of `info`, never NaN or None there: NaN breaks
+    `check_environments_match` (NaN != NaN) and both break replay buffers that
+    refuse nulls (Tianshou).  `env.unwrapped.episode_metrics()` has every key,
+    with `None` for an undefined metric, and the `EpisodeMetricsInfo` wrapper
+    copies every key of `METRIC_KEYS` to the top level of `info` (`None` where
+    undefined), so SB3's `Monitor(info_keywords=...)` finds them all.  No
+    truncation: an episode has at most `sum_j (K - 1)` steps.
+
+    The spec has no `reward_threshold`: the return's scale depends on the
+    workload, `n_jobs` and the reward mode, so "solved" has no fixed number;
+    compare with `EvalStop(k=2)` on the same seeds instead.
+
+    ## Rendering
+
+    `render_mode="ansi"`: `render()` returns the text view of the cluster and
+    the job being decided.  `"human"`: that text is printed at `reset()` and
+    after every `step()` (`render()` prints nothing more, so a loop that also
+    calls it, like `rl_zoo3.enjoy`, shows each state once).  `"rgb_array"`: a
+    96 x 320 picture.
 
     ## Arguments
 
@@ -191,10 +212,15 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version; later, without changing the dynamics: the `human`
+      render mode, `action_masks()`, undefined metrics left out of `info`
+      instead of NaN.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["ansi", "human", "rgb_array"],
+        "render_fps": 4,
+    }
 
     def __init__(
         self,
@@ -323,6 +349,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         if self.reward_mode == "system":
             self._collect_system_reward()  # time before the first decision is not the agent's
             self._time_in_system = self._quality = 0.0
+        if self.render_mode == "human":
+            print(self._render_ansi(), end="")
         return self._row(jid, self._ckpt)
 
     def _build_tables(self, sim: Simulator) -> None:
@@ -353,8 +381,10 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         """Apply the decision on the pending job and run to the next decision."""
         row, reward = self._step_row(self._parse_action(action))
         info = self._info()
+        if self.render_mode == "human":
+            print(self._render_ansi(), end="")
         if row is None:
-            info["episode_metrics"] = self.episode_metrics()
+            info["episode_metrics"] = self._info_metrics()
             return self._split(np.zeros(self._row_width, np.float32)), reward, True, False, info
         return self._split(row.copy()), reward, False, False, info
 
@@ -398,7 +428,10 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         return block[jid % _ROW_BLOCK, ckpt - 1], reward
 
     def render(self) -> str | np.ndarray | None:
-        """An ANSI text frame or an RGB picture of the cluster, per ``render_mode``."""
+        """An ANSI text frame or an RGB picture of the cluster, per ``render_mode``.
+
+        None for ``human``: that mode prints the text frame at every reset and step.
+        """
         if self.render_mode == "ansi":
             return self._render_ansi()
         if self.render_mode == "rgb_array":
@@ -428,6 +461,15 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
                 color = (200, 60, 60) if i == len(evals) - 1 else (60, 90, 200)
                 img[94 - h : 94, i * bw + 2 : (i + 1) * bw - 2] = color
         return img
+
+    def action_masks(self) -> np.ndarray:
+        """Which actions are valid now (sb3-contrib ``MaskablePPO`` reads this).
+
+        Always ``[True, True]``: any job being decided may continue or stop.
+        The method exists so that maskable algorithms run without an
+        ``ActionMasker`` wrapper.
+        """
+        return np.ones(2, dtype=bool)
 
     # -------------------------------------------------------------- internals
     def _parse_action(self, action: Any) -> bool:
@@ -528,12 +570,21 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             "decisions": sim.n_decisions,
         }
 
-    def episode_metrics(self) -> dict[str, float]:
-        """Metrics of the finished episode, plus the return's components."""
+    def _info_metrics(self) -> dict[str, float]:
+        """``episode_metrics()`` without its undefined (None) entries: what ``info`` carries."""
+        return {k: v for k, v in self.episode_metrics().items() if v is not None}
+
+    def episode_metrics(self) -> dict[str, float | None]:
+        """Metrics of the finished episode, plus the return's components.
+
+        The same keys every episode; an undefined metric (NaN in the
+        simulator's metrics) is None.  ``info["episode_metrics"]`` is this
+        without the None entries.
+        """
         sim = self.sim
         if sim is None or not sim.done:
             raise RuntimeError("episode_metrics() needs a finished episode")
-        m = sim.metrics()
+        m: dict[str, float | None] = {k: None if v != v else v for k, v in sim.metrics().items()}
         parts = {
             "quality": self._quality,
             "gpu_cost": self._gpu_cost,

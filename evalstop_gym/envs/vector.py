@@ -139,7 +139,7 @@ class EvalStopVectorEnv(VectorEnv):
                 rows.append(row)
                 continue
             terminated[i] = True
-            metrics = {"episode_metrics": env.episode_metrics()}
+            metrics = {"episode_metrics": env._info_metrics()}
             if self.same_step:
                 final = self._single(self._zero_row.copy())
                 infos = self._add_info(infos, {"final_obs": final, "final_info": metrics}, i)

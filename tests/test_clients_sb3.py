@@ -1,0 +1,52 @@
+"""Stable-Baselines3 and sb3-contrib train on both ids with no adaptation code."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import pytest
+from readme_snippets import run_snippet
+
+import evalstop_gym  # noqa: F401
+
+sb3_contrib = pytest.importorskip("sb3_contrib")
+pytest.importorskip("stable_baselines3")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SMALL = {"n_jobs": 12, "num_gpus": 16}
+
+
+def test_sb3_snippet_from_the_readme() -> None:
+    returns = run_snippet("sb3")["returns"]
+    assert set(returns) == {"PPO", "MaskablePPO", "RecurrentPPO"}
+    assert all(math.isfinite(r) for r in returns.values())
+
+
+def test_maskable_ppo_reads_action_masks_without_an_action_masker() -> None:
+    from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+    from stable_baselines3.common.env_util import make_vec_env
+
+    for env_id, policy in (("EvalStop-v0", "MultiInputPolicy"), ("EvalStopFlat-v0", "MlpPolicy")):
+        venv = make_vec_env(f"evalstop_gym:{env_id}", n_envs=2, env_kwargs=SMALL)
+        assert is_masking_supported(venv)
+        assert get_action_masks(venv).tolist() == [[True, True], [True, True]]
+        model = sb3_contrib.MaskablePPO(policy, venv, n_steps=64, batch_size=64, seed=0)
+        model.learn(256)
+        assert all(math.isfinite(ep["r"]) for ep in model.ep_info_buffer)
+
+
+@pytest.mark.parametrize(
+    ("algo", "kwargs"),
+    [
+        ("QRDQN", {"learning_starts": 50, "buffer_size": 1000}),
+        ("TRPO", {"n_steps": 128, "batch_size": 64}),
+        ("RecurrentPPO", {"n_steps": 64, "batch_size": 64}),
+    ],
+)
+def test_other_contrib_algorithms_train_on_the_dict_env(algo: str, kwargs: dict) -> None:
+    policy = "MultiInputLstmPolicy" if algo == "RecurrentPPO" else "MultiInputPolicy"
+    env = gym.make("EvalStop-v0", **SMALL)
+    model = getattr(sb3_contrib, algo)(policy, env, seed=0, **kwargs).learn(300)
+    assert len(model.ep_info_buffer) > 0
+    assert all(math.isfinite(ep["r"]) for ep in model.ep_info_buffer)
