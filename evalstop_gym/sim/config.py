@@ -161,9 +161,9 @@ class SimConfig:
                 raise ConfigError("trace_cluster", self.trace_cluster, "only with trace=PATH")
             # Validates load (and the other overrides) through the Workload checks.
             self.resolved_workload()
-            check_fits(wl, self.num_gpus)
             if self.pools is not None:
                 self._check_pool_fits(wl)
+            check_fits(wl, self.num_gpus)
         else:
             if not isinstance(self.trace, str | os.PathLike):
                 raise ConfigError("trace", self.trace, "a path to a CSV in the Philly format")

@@ -186,7 +186,9 @@ class PooledSimulator(Simulator):
         """Whether a running-heap entry of pool ``p`` is the job's current one there."""
         jid = entry[1]
         return (
-            self._state[jid] == RUNNING and entry[2] == self._run_ver[jid] and self._pool_of[jid] == p
+            self._state[jid] == RUNNING
+            and entry[2] == self._run_ver[jid]
+            and self._pool_of[jid] == p
         )
 
     def _schedule(self) -> None:

@@ -93,7 +93,9 @@ def resolve_pools(pools: Mapping[str, Any], max_gpus: int) -> tuple[Pool, ...]:
     out = []
     for gpu_type, size in pools.items():
         if gpu_type not in GPU_SPEEDS:
-            raise ConfigError(f"pools[{gpu_type!r}]", size, f"a GPU type among {sorted(GPU_SPEEDS)}")
+            raise ConfigError(
+                f"pools[{gpu_type!r}]", size, f"a GPU type among {sorted(GPU_SPEEDS)}"
+            )
         if not is_integer(size) or not 1 <= size <= max_gpus:
             raise ConfigError(f"pools[{gpu_type!r}]", size, f"an integer in [1, {max_gpus}]")
         out.append(Pool(gpu_type, int(size), GPU_SPEEDS[gpu_type]))
