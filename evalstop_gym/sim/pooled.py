@@ -71,6 +71,7 @@ class PooledSimulator(Simulator):
         self._pool_of = [-1] * n  # the pool a job runs on, -1 when it holds none
         self._rates = [1.0] * n
         self._order: list[tuple[int, ...] | None] = [None] * n  # computed on first placement
+        self._choices = [choices_for(pools, t) for t in range(len(pools[0].speeds))]
         self._pool_running: list[list[tuple[Any, int, int]]] = [[] for _ in pools]
         self._pool_compact_at = [64] * len(pools)
         self._hours_at_start = [0.0] * n  # a job's GPU-hours when it last started
@@ -110,7 +111,7 @@ class PooledSimulator(Simulator):
         """The pools job ``jid`` may use, in its scheduler's order (asked once per job)."""
         order = self._order[jid]
         if order is None:
-            choices = choices_for(self.pools, self._type[jid])
+            choices = self._choices[self._type[jid]]
             view = self._views[jid]
             asked = list(self.scheduler.pool_order(view, choices))  # type: ignore[arg-type]
             n = len(self.pools)

@@ -25,6 +25,7 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError
+from .pools import placement_order
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -67,8 +68,6 @@ class Scheduler:
         is preemptive, in that order too); pools left out are tried last, in the
         configured order.  Override it for another placement rule.
         """
-        from .pools import placement_order
-
         return placement_order(self.placement, tuple(pools))
 
     def __repr__(self) -> str:
