@@ -178,6 +178,7 @@ def test_a_new_scheduler_chooses_pools_without_engine_change() -> None:
         ({"pools": {"a100": 0}}, "pools['a100']"),
         ({"pools": {}}, "pools"),
         ({"pools": [("a100", 8)]}, "pools"),
+        ({"pools": "a100:32"}, "pools"),
         ({"pools": {"a100": 8}}, "pools"),  # heavy-rlhf draws 16-GPU RLHF jobs
         ({"pools": {"a100": 32, "h100": 32}, "num_gpus": 48}, "num_gpus"),
         ({"placement": "random"}, "placement"),
@@ -191,8 +192,9 @@ def test_bad_pools_name_the_field(kwargs: dict, field: str) -> None:
 
 
 def test_num_gpus_becomes_the_pools_total() -> None:
-    """With pools, num_gpus is their total."""
+    """With pools, num_gpus is their total; the text form gives the same config."""
     assert SimConfig(pools={"a100": 24, "h100": 8}).num_gpus == 32
+    assert SimConfig(pools="a100=24, h100=8").pools == {"a100": 24, "h100": 8}
     assert SimConfig(pools={"a100": 24, "h100": 8}, num_gpus=32).num_gpus == 32
 
 

@@ -168,8 +168,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `reward_timing`: `dense` (default; the utility paid decision by decision)
     or `delayed` (each job's utility paid when it leaves the cluster; utility
     mode only).  `pools`: a heterogeneous cluster, GPU type -> count (e.g.
-    `{"a100": 32, "h100": 32}`; `num_gpus` becomes the total); `placement`:
-    `first-fit` or `fastest` (Gavel-like); see `evalstop_gym.sim.pools`.  On
+    `{"a100": 32, "h100": 32}` or `"a100=32,h100=32"`; `num_gpus` becomes the
+    total); `placement`: `first-fit` or `fastest` (Gavel-like); see
+    `evalstop_gym.sim.pools`.  On
     pools the utility's GPU bill counts work in reference GPU-hours (what the job
     would take on the reference GPU), the metrics' `gpu_hours` wall-clock ones.
     Bounds: `num_gpus` 1 to 100,000, `n_jobs` 1 to 1,000,000,
@@ -223,7 +224,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         quality_weight: float = 1.0,
         render_mode: str | None = None,
         reward_timing: str = "dense",
-        pools: dict[str, int] | None = None,
+        pools: dict[str, int] | str | None = None,
         placement: str = "first-fit",
     ) -> None:
         """Build the env; every argument is described in the class docstring (Arguments)."""

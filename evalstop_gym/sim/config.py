@@ -72,7 +72,8 @@ class SimConfig:
             observed one, as a practitioner keeps; a stopped job always
             delivers its best observed checkpoint).
         pools: Heterogeneous cluster: GPU type -> GPU count, e.g.
-            ``{"a100": 32, "h100": 32}`` (see :mod:`evalstop_gym.sim.pools`);
+            ``{"a100": 32, "h100": 32}`` or ``"a100=32,h100=32"`` (see
+            :mod:`evalstop_gym.sim.pools`);
             ``num_gpus`` then becomes the pools' total (leave it at its default
             or give that total).  None: one homogeneous pool of ``num_gpus``.
         placement: How base schedulers pick a pool: ``first-fit`` (the first
@@ -94,7 +95,7 @@ class SimConfig:
     eval_window: int | None = None
     curves: str | None = None
     deliver: str = "final"
-    pools: dict[str, int] | None = None
+    pools: dict[str, int] | str | None = None
     placement: str = "first-fit"
 
     def __post_init__(self) -> None:

@@ -79,13 +79,26 @@ class PoolChoice(NamedTuple):
     speed: float
 
 
-def resolve_pools(pools: Mapping[str, Any], max_gpus: int) -> tuple[Pool, ...]:
-    """Validate ``pools`` (GPU type -> size) and return them in the given order.
+def parse_pools(text: str) -> dict[str, Any]:
+    """``"a100=32,h100=32"`` (the command line's form) as ``{"a100": 32, "h100": 32}``."""
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        name, sep, size = part.partition("=")
+        if not sep or not size.strip().isdigit():
+            raise ConfigError("pools", text, 'GPU type=count pairs, e.g. "a100=32,h100=32"')
+        out[name.strip()] = int(size)
+    return out
+
+
+def resolve_pools(pools: Mapping[str, Any] | str, max_gpus: int) -> tuple[Pool, ...]:
+    """Validate ``pools`` (GPU type -> size, or its text form) and return them in order.
 
     Raises:
         ConfigError: not a non-empty mapping of known GPU types to sizes in
             [1, ``max_gpus``] (total included).
     """
+    if isinstance(pools, str):
+        pools = parse_pools(pools)
     if not isinstance(pools, Mapping) or not pools:
         raise ConfigError(
             "pools", pools, 'a non-empty dict of GPU type -> GPU count, e.g. {"a100": 32}'
