@@ -19,6 +19,7 @@ from typing import Any
 from evalstop_gym import BOUNDARY_FIELDS, CALIBRATIONS, SCHEDULERS, WORKLOADS
 from evalstop_gym.envs import EvalStopEnv
 from evalstop_gym.envs.evalstop import REWARD_MODES
+from evalstop_gym.sim.pools import PLACEMENTS
 
 _SKIP = {"render_mode"}
 
@@ -37,6 +38,7 @@ def allowed_values() -> dict[str, list[str]]:
         "calibration": sorted(CALIBRATIONS),
         "reward": list(REWARD_MODES),
         "obs_fields": list(BOUNDARY_FIELDS),
+        "placement": list(PLACEMENTS),
     }
 
 

@@ -147,6 +147,7 @@ EXPERIMENTS: dict[str, str] = {
     "E6": "Scripted vs learned (SB3) stoppers",
     "E7": "Real micro-RLHF curves vs synthetic curves",
     "E8": "Benchmark suite: normalised scores against Bayes / Oracle",
+    "E11": "Heterogeneous GPU pools (A100/H100/V100), first-fit vs fastest placement",
 }
 
 SIGMAS = (0.01, 0.02, 0.05, 0.08, 0.12)

@@ -41,6 +41,7 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "d_jct_pct",
     "d_jct_completed_pct",
     "d_waste_pct",
+    "d_gpu_hours_pct",
 )
 
 #: The paper's figures (SPEC section 7), in percent.
@@ -80,6 +81,7 @@ def add_deltas(rows: list[dict[str, Any]]) -> None:
             ("d_jct_pct", "mean_jct_h"),
             ("d_jct_completed_pct", "mean_jct_h_completed"),
             ("d_waste_pct", "wasted_gpu_hours"),
+            ("d_gpu_hours_pct", "gpu_hours"),
         ):
             r[key] = pct_change(r[metric], b[metric]) if b else float("nan")
 
@@ -491,6 +493,13 @@ def _generic(summary: list[dict[str, Any]], exp: str) -> list[str]:
     return lines
 
 
+def _e11(summary: list[dict[str, Any]]) -> list[str]:
+    """E11 (heterogeneous pools): the section lives with the experiment."""
+    from .e11 import section
+
+    return section(summary)
+
+
 #: Each experiment's section of REPORT.md; an experiment not listed gets the generic table.
 #: A new experiment module adds its own: ``SECTIONS["E8"] = my_section``.
 SECTIONS: dict[str, Section] = {
@@ -501,4 +510,5 @@ SECTIONS: dict[str, Section] = {
     "E5": _e5,
     "E6": _e6,
     "E7": _e7,
+    "E11": _e11,
 }

@@ -146,7 +146,7 @@ Stage = Callable[[Path, ReproduceOptions, Plan], None]
 
 def scripted_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     """E1-E5: the scripted policies on the synthetic workload."""
-    special = {"E6", "E7", "E8"}
+    special = {"E6", "E7", "E8", "E11"}
     chosen = None if opts.experiments is None else [e for e in opts.experiments if e not in special]
     if chosen != []:
         plan.cells += build_cells(opts.overrides, chosen)
@@ -215,8 +215,22 @@ def suite_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     plan.header["E8"] = f"the benchmark suite's normalised scores: {files[-1].name}"
 
 
+def pools_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E11: E1's setting on heterogeneous GPU pools, both placements, beside the homogeneous."""
+    from . import e11
+
+    if opts.wants("E11"):
+        plan.cells += e11.e11_cells(opts.overrides)
+
+
 #: The stages of a run, in order.  A new experiment appends its own.
-STAGES: list[Stage] = [scripted_stage, learned_stage, real_curves_stage, suite_stage]
+STAGES: list[Stage] = [
+    scripted_stage,
+    learned_stage,
+    real_curves_stage,
+    suite_stage,
+    pools_stage,
+]
 
 
 def reproduce(

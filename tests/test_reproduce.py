@@ -85,7 +85,9 @@ def test_tiny_reproduce_end_to_end(tmp_path: Path) -> None:
     for name in pngs:
         img = mpimg.imread(tmp_path / f"{name}.png")
         assert img.ndim == 3 and img.shape[0] > 100
-    assert res.ran == len(cells) * 2
+    from evalstop_experiments.e11 import e11_cells  # E11 runs by default too
+
+    assert res.ran == (len(cells) + len(e11_cells({"n_jobs": 12}))) * 2
 
 
 def test_renaming_labels_changes_no_table(tmp_path: Path) -> None:

@@ -175,7 +175,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              eval_window=None, obs_fields=None, reward="utility",
              trace=None, trace_cluster=None, calibration="paper", curves=None,
              deliver="final", gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
-             reward_timing="dense")
+             reward_timing="dense", pools=None, placement="first-fit")
     ```
 
     `workload`: `heavy-rlhf`, `balanced` or `light-rlhf`.  `scheduler`: `fifo`,
@@ -188,7 +188,13 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     docs/CURVE_TRACES.md) whose real runs replace the synthetic RLHF curves.
     `reward_timing`: `dense` (default; the utility paid decision by decision)
     or `delayed` (each job's utility paid when it leaves the cluster; utility
-    mode only).  Bounds: `num_gpus` 1 to 100,000, `n_jobs` 1 to 1,000,000,
+    mode only).  `pools`: a heterogeneous cluster, GPU type -> count (e.g.
+    `{"a100": 32, "h100": 32}` or `"a100=32,h100=32"`; `num_gpus` becomes the
+    total); `placement`: `first-fit` or `fastest` (Gavel-like); see
+    `evalstop_gym.sim.pools`.  On
+    pools the utility's GPU bill counts work in reference GPU-hours (what the job
+    would take on the reference GPU), the metrics' `gpu_hours` wall-clock ones.
+    Bounds: `num_gpus` 1 to 100,000, `n_jobs` 1 to 1,000,000,
     `load` 0.001 to 1000, `eval_noise` 0 to 10, `eval_window` 1 to K,
     `gpu_hour_price`, `time_cost`, `quality_weight` 0 to 1000; integers may be
     NumPy integers, never bools.  Anything else raises `ConfigError` naming the
@@ -244,6 +250,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         quality_weight: float = 1.0,
         render_mode: str | None = None,
         reward_timing: str = "dense",
+        pools: dict[str, int] | str | None = None,
+        placement: str = "first-fit",
     ) -> None:
         """Build the env; every argument is described in the class docstring (Arguments)."""
         self.config = SimConfig(
@@ -260,6 +268,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             eval_window=eval_window,
             curves=curves,
             deliver=deliver,
+            pools=pools,
+            placement=placement,
         )
         if not isinstance(reward, str) or reward not in REWARD_MODES:
             raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")

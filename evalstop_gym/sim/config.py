@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ConfigError, check_real, is_integer
 from .calibration import Calibration, get_calibration
+from .pools import PLACEMENTS, Pool, resolve_pools
 from .schedulers import SCHEDULERS, Scheduler, make_scheduler
 from .workloads import (
     LOAD_RANGE,
@@ -70,6 +71,14 @@ class SimConfig:
             ``"final"`` (default, the paper's setting) or ``"best"`` (its best
             observed one, as a practitioner keeps; a stopped job always
             delivers its best observed checkpoint).
+        pools: Heterogeneous cluster: GPU type -> GPU count, e.g.
+            ``{"a100": 32, "h100": 32}`` or ``"a100=32,h100=32"`` (see
+            :mod:`evalstop_gym.sim.pools`);
+            ``num_gpus`` then becomes the pools' total (leave it at its default
+            or give that total).  None: one homogeneous pool of ``num_gpus``.
+        placement: How base schedulers pick a pool: ``first-fit`` (the first
+            pool with room, in the configured order) or ``fastest`` (Gavel-like,
+            the fastest pool for the job's type with room).  Ignored without pools.
     """
 
     num_gpus: int = 64
@@ -86,6 +95,8 @@ class SimConfig:
     eval_window: int | None = None
     curves: str | None = None
     deliver: str = "final"
+    pools: dict[str, int] | str | None = None
+    placement: str = "first-fit"
 
     def __post_init__(self) -> None:
         """Validate every field; raise :class:`ConfigError` naming the first bad one."""
@@ -94,6 +105,7 @@ class SimConfig:
         if not is_integer(self.num_gpus) or not 1 <= self.num_gpus <= MAX_GPUS:
             raise ConfigError("num_gpus", self.num_gpus, f"an integer in [1, {MAX_GPUS}]")
         self._check_names()
+        self._check_pools()
         k = get_calibration(self.calibration).evals_per_job
         wl = get_workload(self.workload)
         if self.eval_noise is not None:
@@ -150,6 +162,8 @@ class SimConfig:
                 raise ConfigError("trace_cluster", self.trace_cluster, "only with trace=PATH")
             # Validates load (and the other overrides) through the Workload checks.
             self.resolved_workload()
+            if self.pools is not None:
+                self._check_pool_fits(wl)
             check_fits(wl, self.num_gpus)
         else:
             if not isinstance(self.trace, str | os.PathLike):
@@ -159,7 +173,37 @@ class SimConfig:
             if self.load is not None:
                 raise ConfigError("load", self.load, "None with trace= (a trace fixes arrivals)")
 
+    def _check_pools(self) -> None:
+        """``pools`` and ``placement``; with pools, ``num_gpus`` becomes their total."""
+        if not isinstance(self.placement, str) or self.placement not in PLACEMENTS:
+            raise ConfigError("placement", self.placement, f"one of {list(PLACEMENTS)}")
+        if self.pools is None:
+            return
+        pools = resolve_pools(self.pools, MAX_GPUS)
+        total = sum(p.size for p in pools)
+        default = type(self).__dataclass_fields__["num_gpus"].default
+        if self.num_gpus not in (default, total):
+            raise ConfigError(
+                "num_gpus", self.num_gpus, f"the pools' total ({total}) or left at its default"
+            )
+        object.__setattr__(self, "pools", {p.gpu_type: p.size for p in pools})
+        object.__setattr__(self, "num_gpus", total)
+
+    def _check_pool_fits(self, wl: Workload) -> None:
+        """Every job the workload can draw fits in one pool (a gang never spans pools)."""
+        largest = max(p.size for p in self.resolved_pools())
+        try:
+            check_fits(wl, largest)
+        except ConfigError as e:
+            raise ConfigError(
+                "pools", self.pools, f"a pool of at least the largest job's GPUs ({e.allowed})"
+            ) from None
+
     # -- resolved views -------------------------------------------------------
+    def resolved_pools(self) -> tuple[Pool, ...] | None:
+        """The typed pools (None for the homogeneous cluster)."""
+        return None if self.pools is None else resolve_pools(self.pools, MAX_GPUS)
+
     def resolved_workload(self) -> Workload:
         """The workload preset with this config's overrides applied."""
         return with_overrides(
@@ -185,5 +229,8 @@ class SimConfig:
         return k if self.eval_window is None else self.eval_window
 
     def make_scheduler(self) -> Scheduler:
-        """A fresh base scheduler of this config."""
-        return make_scheduler(self.scheduler, **self.scheduler_options)
+        """A fresh base scheduler of this config (with its pool placement rule)."""
+        scheduler = make_scheduler(self.scheduler, **self.scheduler_options)
+        if self.placement != scheduler.placement:
+            scheduler.placement = self.placement
+        return scheduler

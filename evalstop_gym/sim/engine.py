@@ -96,7 +96,22 @@ class Simulator:
         record_events: Keep an :class:`Event` log (for tests and debugging).
         jobs: A hand-built episode (jobs and their curves) instead of drawing
             one from the workload; for tests and what-if studies.
+
+    A config with ``pools`` builds a
+    :class:`~evalstop_gym.sim.pooled.PooledSimulator` (typed GPU pools).
     """
+
+    #: Per-job speed of the pool a job runs on (work per wall-clock hour); None on the
+    #: homogeneous cluster, where work advances with the clock (see sim/pooled.py).
+    _rates: list[float] | None = None
+
+    def __new__(cls, config: SimConfig | None = None, *args: Any, **kwargs: Any) -> Simulator:
+        """A :class:`PooledSimulator` for a config with pools, else a plain one."""
+        if cls is Simulator and config is not None and config.pools is not None:
+            from .pooled import PooledSimulator
+
+            cls = PooledSimulator
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -591,12 +606,16 @@ class Simulator:
             work_at_next = self._duration[jid] * self.step_frac[jid][self._ckpt[jid]]
         self._counter = c = self._counter + 1
         left = work_at_next - self._work[jid]
+        if self._rates is not None:
+            left = left / self._rates[jid]  # wall-clock hours on its pool
         t = self.now + (0.0 if left < 0.0 else left)  # max(left, 0.0), without the call
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
 
     def _preempt(self, jid: int) -> None:
         ran = self.now - self._seg_start[jid]
-        work = self._work[jid] = self._work[jid] + ran
+        work = self._work[jid] = self._work[jid] + (
+            ran if self._rates is None else ran * self._rates[jid]
+        )
         self._views[jid]._work_done = work  # type: ignore[union-attr]
         self._gpu_hours[jid] += self._gpus[jid] * ran
         self._epoch[jid] += 1  # invalidates its pending checkpoint event

@@ -34,7 +34,8 @@ class SchedulingView:
         estimate: The user's duration *estimate*, hours (not the true duration).
         n_ckpt: Eval checkpoints the job declared.
         ckpt_done: Eval checkpoints reported so far.
-        work_done: Hours the job has run so far (wall clock of its run segments).
+        work_done: Hours the job has run so far (wall clock of its run segments; on
+            typed pools, its work in reference-GPU hours, which is what estimates measure).
         attained_service: GPU-hours the job has received, ``gpus * work_done``.
         observed_loss: Training losses reported so far, relative to the initial
             loss, oldest first (one per checkpoint done).

@@ -25,9 +25,13 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError
+from .pools import placement_order
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .job import SchedulingView
+    from .pools import PoolChoice
 
 Key = float | tuple[float, ...]
 
@@ -47,9 +51,24 @@ class Scheduler:
         if "name" in cls.__dict__:
             SCHEDULERS[cls.name] = cls
 
+    #: How :meth:`pool_order` ranks the pools of a heterogeneous cluster: ``first-fit`` or
+    #: ``fastest`` (``SimConfig(placement=...)`` sets it; see :mod:`evalstop_gym.sim.pools`).
+    placement: str = "first-fit"
+
     def key(self, job: SchedulingView) -> Key:
         """The job's priority now: lower runs first."""
         raise NotImplementedError
+
+    def pool_order(self, job: SchedulingView, pools: Sequence[PoolChoice]) -> Sequence[int]:
+        """Indices of the pools to place ``job`` on, most preferred first (heterogeneous only).
+
+        Called once per job, when it first needs GPUs; ``pools`` holds each pool's GPU
+        type, size and speed for this job's type.  The job starts on the first pool
+        in this order with room for its whole gang (and preempts, if the scheduler
+        is preemptive, in that order too); pools left out are tried last, in the
+        configured order.  Override it for another placement rule.
+        """
+        return placement_order(self.placement, tuple(pools))
 
     def __repr__(self) -> str:
         """Class name and options."""

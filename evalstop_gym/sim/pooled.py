@@ -1,0 +1,240 @@
+"""The simulator on a heterogeneous cluster of typed GPU pools (``SimConfig(pools=...)``).
+
+:class:`PooledSimulator` is the :class:`~evalstop_gym.sim.engine.Simulator`
+with per-pool GPU accounting; ``Simulator(config)`` builds one whenever the
+config has pools.  What changes (see :mod:`evalstop_gym.sim.pools`):
+
+* GPUs are free or busy *per pool*; a job is gang-allocated inside one pool.
+* A waiting job starts on the first pool with room in its scheduler's
+  :meth:`~evalstop_gym.sim.schedulers.Scheduler.pool_order`; the choice of
+  *which* waiting job starts next is the base scheduler's key, exactly as on
+  one pool (a waiting job is eligible when some pool has room for its gang).
+* A preemptive scheduler preempts, for the best waiting job, the worst-keyed
+  running jobs of one pool (the first pool in the job's order where freeing
+  strictly worse-keyed jobs makes room), never across pools.
+* On a pool of speed ``s`` work advances at rate ``s``: the next checkpoint
+  is ``(work at it - work done) / s`` wall-clock hours away, and a preempted
+  job banks ``s x`` the hours it ran; checkpoint ``i`` sets the work done to
+  exactly ``duration x i / K``, so restarts on other pools accumulate no drift.
+
+The homogeneous hot path stays in the base class untouched; one pool of the
+reference GPU (speed 1) reproduces the plain simulator bit for bit (a test).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from .config import SimConfig
+from .engine import Event, Simulator, _neg
+from .job import RUNNING
+from .pools import Pool, choices_for
+
+
+@dataclass(frozen=True)
+class PoolEvent(Event):
+    """An event of a pooled cluster: also the job's pool and every pool's free GPUs."""
+
+    pool: int  # the job's pool index (-1 if it holds none)
+    pool_free: tuple[int, ...]
+
+
+class PooledSimulator(Simulator):
+    """One episode on typed GPU pools; see the module docstring.
+
+    Attributes:
+        pools: The cluster's pools, in the configured order.
+    """
+
+    def __init__(self, config: SimConfig, seed: int | None = None, **kwargs: Any) -> None:
+        """Build the episode (as :class:`Simulator`) and the per-pool state."""
+        pools = config.resolved_pools()
+        if pools is None:
+            raise ConfigError("pools", None, "a dict of GPU type -> GPU count for PooledSimulator")
+        self.pools: tuple[Pool, ...] = pools
+        super().__init__(config, seed, **kwargs)
+        largest = max(p.size for p in pools)
+        if len(self._gpus) and max(self._gpus) > largest:
+            jid = max(range(len(self._gpus)), key=self._gpus.__getitem__)
+            raise ConfigError(
+                "pools",
+                config.pools,
+                f"a pool of at least {self._gpus[jid]} GPUs (job {jid} asks for that many; "
+                "a gang never spans pools)",
+            )
+        n = len(self._gpus)
+        self._pool_free = [p.size for p in pools]
+        self._pool_of = [-1] * n  # the pool a job runs on, -1 when it holds none
+        self._rates = [1.0] * n
+        self._order: list[tuple[int, ...] | None] = [None] * n  # computed on first placement
+        self._choices = [choices_for(pools, t) for t in range(len(pools[0].speeds))]
+        self._pool_running: list[list[tuple[Any, int, int]]] = [[] for _ in pools]
+        self._pool_compact_at = [64] * len(pools)
+        self._hours_at_start = [0.0] * n  # a job's GPU-hours when it last started
+        #: GPU-hours each pool delivered (wall clock), accumulated as jobs leave it.
+        self.pool_gpu_hours = [0.0] * len(pools)
+
+    # ---------------------------------------------------------------- public
+    @property
+    def pool_free(self) -> tuple[int, ...]:
+        """Free GPUs of each pool, in the configured order."""
+        return tuple(self._pool_free)
+
+    def pool_of(self, jid: int) -> int:
+        """Index of the pool job ``jid`` runs on (-1 if it is not running)."""
+        return self._pool_of[jid]
+
+    def decide(self, stop: Any) -> None:
+        """Apply the decision for the pending job (as :meth:`Simulator.decide`)."""
+        jid = self._pending
+        if stop or jid < 0:
+            super().decide(stop)  # refuses a missing decision; a stop frees the pool's GPUs
+            return
+        self._pending = -1
+        self.n_decisions += 1
+        self._push_next_checkpoint(jid)
+        if self.preemptive:
+            key = self._push_running(jid)
+            # Stable before this checkpoint and only this job's key changed (see the base
+            # class): a pass can change something only if the best waiting job now beats it.
+            if self._n_waiting:
+                top = self._top if self._top_valid else self._waiting_top()
+                if top[0] < key:
+                    self._schedule()
+
+    # ------------------------------------------------------------- internals
+    def _job_order(self, jid: int) -> tuple[int, ...]:
+        """The pools job ``jid`` may use, in its scheduler's order (asked once per job)."""
+        order = self._order[jid]
+        if order is None:
+            choices = self._choices[self._type[jid]]
+            view = self._views[jid]
+            asked = list(self.scheduler.pool_order(view, choices))  # type: ignore[arg-type]
+            n = len(self.pools)
+            if any(not isinstance(p, int) or not 0 <= p < n for p in asked):
+                raise ValueError(
+                    f"{self.scheduler!r}.pool_order returned {asked}: pool indices in [0, {n})"
+                )
+            ranked = list(dict.fromkeys([*asked, *range(n)]))
+            g = self._gpus[jid]
+            order = self._order[jid] = tuple(p for p in ranked if self.pools[p].size >= g)
+        return order
+
+    def _start(self, jid: int) -> None:
+        """Start ``jid`` on the first pool of its order with room for its gang."""
+        g = self._gpus[jid]
+        free = self._pool_free
+        for p in self._job_order(jid):
+            if free[p] >= g:
+                break
+        else:
+            raise AssertionError(f"job {jid} was started with no pool of {g} free GPUs")
+        free[p] -= g
+        self._pool_of[jid] = p
+        self._rates[jid] = self.pools[p].speeds[self._type[jid]]  # type: ignore[index]
+        self._hours_at_start[jid] = self._gpu_hours[jid]
+        super()._start(jid)
+
+    def _release(self, jid: int) -> None:
+        """Give job ``jid``'s GPUs back to its pool (before the base class logs the event)."""
+        p = self._pool_of[jid]
+        if p >= 0:
+            g = self._gpus[jid]
+            self._pool_free[p] += g
+            # The segment's GPU-hours: those booked at its checkpoints plus the tail since.
+            booked = self._gpu_hours[jid] - self._hours_at_start[jid]
+            self.pool_gpu_hours[p] += booked + g * (self.now - self._seg_start[jid])
+            self._pool_of[jid] = -1
+
+    def _preempt(self, jid: int) -> None:
+        """Preempt ``jid``: it banks its pool's speed times the hours it ran."""
+        self._release(jid)
+        super()._preempt(jid)
+
+    def _finish_job(self, jid: int, *, stopped: bool) -> None:
+        """End ``jid`` (finished or stopped) and free its pool's GPUs."""
+        self._release(jid)
+        super()._finish_job(jid, stopped=stopped)
+
+    def _log(self, kind: str, jid: int) -> None:
+        """Record a :class:`PoolEvent` (with the pools' free GPUs)."""
+        if self.events is not None:
+            self.events.append(
+                PoolEvent(
+                    self.now, kind, jid, self.free, self._pool_of[jid], tuple(self._pool_free)
+                )
+            )
+
+    def _push_running(self, jid: int) -> Any:
+        """Record a running job's key in its pool's max-heap of running jobs; return the key."""
+        ver = self._run_ver[jid] = self._run_ver[jid] + 1
+        key = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
+        p = self._pool_of[jid]
+        running = self._pool_running[p]
+        heapq.heappush(running, (-key if type(key) is float else _neg(key), jid, ver))
+        if len(running) > self._pool_compact_at[p]:
+            live = [e for e in running if self._is_live(e, p)]
+            heapq.heapify(live)
+            self._pool_running[p] = live
+            self._pool_compact_at[p] = 4 * len(live) + 64
+        return key
+
+    def _is_live(self, entry: tuple[Any, int, int], p: int) -> bool:
+        """Whether a running-heap entry of pool ``p`` is the job's current one there."""
+        jid = entry[1]
+        return (
+            self._state[jid] == RUNNING
+            and entry[2] == self._run_ver[jid]
+            and self._pool_of[jid] == p
+        )
+
+    def _schedule(self) -> None:
+        """Start waiting jobs in key order while one fits some pool; preempt if allowed."""
+        free = self._pool_free
+        while self._n_waiting:
+            best = self._best_waiting(max(free))
+            if best is not None:
+                heapq.heappop(self._waiting[best[1]])
+                self._n_waiting -= 1
+                self._top_valid = False
+                self._start(best[0][1])
+                continue
+            if not self.preemptive or not self._preempt_for_best_waiting():
+                return
+
+    def _preempt_for_best_waiting(self) -> bool:
+        """Preempt worst-keyed jobs of one pool for the best waiting job, if enough can go."""
+        top = self._best_waiting(math.inf)
+        assert top is not None
+        (wkey, wjid), need_gpus = top
+        for p in self._job_order(wjid):
+            victims = self._victims(p, wkey, need_gpus - self._pool_free[p])
+            if victims:
+                for jid in victims:
+                    self._preempt(jid)
+                return True
+        return False
+
+    def _victims(self, p: int, wkey: Any, need: int) -> list[int]:
+        """Jobs of pool ``p`` keyed strictly worse than ``wkey`` freeing ``need`` GPUs, or []."""
+        running = self._pool_running[p]
+        taken: list[tuple[Any, int, int]] = []
+        freed = 0
+        while freed < need and running:
+            entry = running[0]
+            if not self._is_live(entry, p):
+                heapq.heappop(running)  # stale entry
+                continue
+            if not wkey < _neg(entry[0]):  # ties never thrash
+                break
+            taken.append(heapq.heappop(running))
+            freed += self._gpus[entry[1]]
+        if freed < need:
+            for entry in taken:
+                heapq.heappush(running, entry)
+            return []
+        return [e[1] for e in taken]
