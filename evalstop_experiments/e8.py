@@ -44,7 +44,7 @@ from baselines.floors import FirstEvalGate
 from baselines.oracle import Oracle
 from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
 from evalstop_gym.envs.evalstop import EvalStopEnv
-from evalstop_gym.sim.metrics import honest_metrics, stop_values
+from evalstop_gym.sim.metrics import METRIC_KEYS, honest_metrics, stop_values
 from evalstop_gym.suite import PRICE_FACTORS, SUITE_TASKS, suite_task
 
 #: Hook for the learned stoppers of the next issue: name -> factory(task, env kwargs) -> Policy.
@@ -159,7 +159,9 @@ def play(kw: dict[str, Any], seed: int, policy: Policy | None) -> dict[str, floa
     while not done:
         action = oracle.act_pending() if oracle is not None else policy.act(obs)  # type: ignore[union-attr]
         obs, _, done, _, info = env.step(action)
-    m = dict(info["episode_metrics"])
+    # The env leaves an undefined metric out of info: rows are numeric, so NaN.
+    m: dict[str, float] = dict.fromkeys(METRIC_KEYS, math.nan)
+    m.update(info["episode_metrics"])
     m.update(
         honest_metrics(
             sim.record(),
