@@ -45,7 +45,7 @@ from baselines.oracle import Oracle
 from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
 from evalstop_gym.envs.evalstop import EvalStopEnv
 from evalstop_gym.sim.metrics import METRIC_KEYS, honest_metrics, stop_values
-from evalstop_gym.suite import PRICE_FACTORS, SUITE_TASKS, suite_task
+from evalstop_gym.suite import PACKAGED_TASKS, PRICE_FACTORS, SUITE_TASKS, suite_task
 
 #: Hook for the learned stoppers of the next issue: name -> factory(task, env kwargs) -> Policy.
 EXTRA_STOPPERS: dict[str, Callable[[str, dict[str, Any]], Policy]] = {}
@@ -302,7 +302,9 @@ def run_e8(
         for f in factors:
             if progress is not None:
                 progress(f"E8 {task} at {f:g}x price")
-            rows += run_task(task, f, seeds, val_seeds, n_jobs, curves)
+            # a shipped corpus task keeps its own corpus; ``curves`` is micro-rlhf's
+            own = None if task in PACKAGED_TASKS else curves
+            rows += run_task(task, f, seeds, val_seeds, n_jobs, own)
     return rows
 
 
@@ -337,23 +339,33 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_e8(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
-    """Write ``E8.csv`` (every column) and ``E8.md`` (the suite table) into ``out``."""
+#: What a table of normalised scores means (E8.md, E7_scores.md, REPORT.md).
+SCORE_LEGEND = (
+    "Normalised score (U − U0) / (Uref − U0): 0 = NoStop keeping each run's best "
+    "checkpoint, 1 = the reference (`ref`: Bayes on synthetic tasks, the privileged "
+    "Oracle on real corpora); 95 % paired bootstrap CI over seeds. ΔJCT: mean JCT "
+    "against NoStop's."
+)
+
+
+def write_scores(
+    out: str | Path, rows: Sequence[dict[str, Any]], stem: str, title: str
+) -> list[Path]:
+    """Write ``<stem>.csv`` (every column) and ``<stem>.md`` (the score table) into ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out / "E8.csv", out / "E8.md"
+    csv_path, md_path = out / f"{stem}.csv", out / f"{stem}.md"
     with csv_path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    md_path.write_text(
-        "# E8: the benchmark suite\n\n"
-        "Normalised score (U − U0) / (Uref − U0): 0 = NoStop keeping each run's best "
-        "checkpoint, 1 = the reference (`ref`: Bayes on synthetic tasks, the privileged "
-        "Oracle on real corpora); 95 % paired bootstrap CI over seeds. ΔJCT: mean JCT "
-        "against NoStop's.\n\n" + markdown_table(rows)
-    )
+    md_path.write_text(f"# {title}\n\n{SCORE_LEGEND}\n\n" + markdown_table(rows))
     return [csv_path, md_path]
+
+
+def write_e8(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
+    """Write ``E8.csv`` (every column) and ``E8.md`` (the suite table) into ``out``."""
+    return write_scores(out, rows, "E8", "E8: the benchmark suite")
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:

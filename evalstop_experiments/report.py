@@ -500,6 +500,13 @@ def _e11(summary: list[dict[str, Any]]) -> list[str]:
     return section(summary)
 
 
+def _e7_scores(summary: list[dict[str, Any]]) -> list[str]:
+    """E7's scores on real corpora: the section lives with the experiment."""
+    from .e7 import scores_section  # imports gymnasium and the stoppers: only when needed
+
+    return scores_section(summary)
+
+
 #: Each experiment's section of REPORT.md; an experiment not listed gets the generic table.
 #: A new experiment module adds its own: ``SECTIONS["E8"] = my_section``.
 SECTIONS: dict[str, Section] = {
@@ -510,5 +517,6 @@ SECTIONS: dict[str, Section] = {
     "E5": _e5,
     "E6": _e6,
     "E7": _e7,
+    "E7 scores": _e7_scores,
     "E11": _e11,
 }

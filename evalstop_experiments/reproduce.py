@@ -125,6 +125,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     #: Called after the run with (out, summary); returns more plots.
     plots: list[Callable[[Path, list[dict[str, Any]]], Path]] = field(default_factory=list)
+    #: Rows beside the cells' summary that only REPORT.md shows (their own ``experiment``).
+    report_rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -202,6 +204,26 @@ def real_curves_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     )
 
 
+def real_scores_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E7's scores: every stopper on both real corpora, NoStop = 0 and the Oracle = 1."""
+    from . import e7
+
+    if not opts.wants("E7", opts.real_curves):
+        return
+    micro = Path(opts.curves) if opts.curves else e7.corpus_file(out, quick=opts.quick)
+    corpora = e7.score_corpora(micro if micro.exists() else None, quick=opts.quick)
+    rows = e7.e7_scores(
+        corpora,
+        quick=opts.quick,
+        seeds=opts.seeds,
+        n_jobs=opts.jobs_per_episode,
+        executor=opts.executor,
+    )
+    files = e7.write_e7_scores(out, rows)
+    plan.report_rows += rows
+    plan.header["E7 scores"] = f"stoppers on {', '.join(corpora)} against the Oracle: {files[-1].name}"
+
+
 def suite_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     """E8: the benchmark suite, written at once to ``OUT/E8.csv`` and ``OUT/E8.md``."""
     from . import e8
@@ -228,6 +250,7 @@ STAGES: list[Stage] = [
     scripted_stage,
     learned_stage,
     real_curves_stage,
+    real_scores_stage,
     suite_stage,
     pools_stage,
 ]
@@ -262,7 +285,8 @@ def reproduce(
 
     plots = make_plots(out, summary, base_env(opts.overrides))
     plots += [make(out, summary) for make in plan.plots]
-    files.append(write_report(out, summary, header=_header(opts, plan), plots=plots))
+    report_rows = summary + plan.report_rows
+    files.append(write_report(out, report_rows, header=_header(opts, plan), plots=plots))
     files += plots
     return ReproduceResult(
         out,

@@ -2,7 +2,8 @@
 
 A task is ``"<calibration>-<sigma>"`` (any registered calibration, any eval
 noise, e.g. ``"hard-0.12"``, ``"paper-0.02"``) or a real-curve corpus
-(``"micro-rlhf"``).  Every task runs the heavy-RLHF workload on SRTF-Est with
+(``"micro-rlhf"``, made locally; ``"trl-gao"``, the TRL corpus shipped with the
+package).  Every task runs the heavy-RLHF workload on SRTF-Est with
 ``deliver="best"`` (a practitioner keeps each run's best eval checkpoint, so a
 stopper is judged on the compute it frees, not on checkpoint selection), the
 full eval history (``eval_window = K``) and the suite's GPU-hour price.
@@ -39,7 +40,12 @@ PRICE_FACTORS: tuple[float, ...] = (0.5, 1.0, 2.0)
 #: Tasks of the benchmark table (real corpora join when a corpus is given).
 SUITE_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "realistic-0.12", "paper-0.12")
 #: Real-curve tasks and the environment variable naming their corpus (JSONL).
-CORPUS_TASKS: dict[str, str] = {"micro-rlhf": "EVALSTOP_MICRO_RLHF_CORPUS"}
+CORPUS_TASKS: dict[str, str] = {
+    "micro-rlhf": "EVALSTOP_MICRO_RLHF_CORPUS",
+    "trl-gao": "EVALSTOP_TRL_CORPUS",
+}
+#: Corpus tasks whose corpus ships with the package (used when no path is given).
+PACKAGED_TASKS: dict[str, str] = {"trl-gao": "trl_gao"}
 #: Settings every task shares.
 TASK_DEFAULTS: dict[str, Any] = {
     "workload": "heavy-rlhf",
@@ -48,6 +54,15 @@ TASK_DEFAULTS: dict[str, Any] = {
     "eval_window": None,
     "reward": "utility",
 }
+
+
+def _packaged(name: str) -> str | None:
+    """Path of the corpus shipped for task ``name`` (None: the task has none)."""
+    if name not in PACKAGED_TASKS:
+        return None
+    from .corpus.packaged import corpus_path
+
+    return str(corpus_path(PACKAGED_TASKS[name]))
 
 
 def price_rule(calibration: str = "hard", workload: str = "heavy-rlhf") -> float:
@@ -67,17 +82,18 @@ def suite_task(name: str, curves: str | None = None) -> dict[str, Any]:
 
     Args:
         name: ``"<calibration>-<sigma>"`` (e.g. ``"hard-0.12"``) or a corpus task
-            (``"micro-rlhf"``).
+            (``"micro-rlhf"``, ``"trl-gao"``).
         curves: For a corpus task, the corpus JSONL; default the path in the
             environment variable of :data:`CORPUS_TASKS` (make one with
-            ``evalstop-gym curves generate --runs 60 --out DIR``).
+            ``evalstop-gym curves generate --runs 60 --out DIR``), else the
+            shipped corpus of :data:`PACKAGED_TASKS`.
 
     Raises:
         ConfigError: an unknown name, a bad sigma, or a corpus task without a corpus.
     """
     kw = dict(TASK_DEFAULTS, gpu_hour_price=SUITE_PRICE)
     if name in CORPUS_TASKS:
-        path = curves or os.environ.get(CORPUS_TASKS[name])
+        path = curves or os.environ.get(CORPUS_TASKS[name]) or _packaged(name)
         if not path or not os.path.isfile(path):
             raise ConfigError(
                 "curves",

@@ -1,0 +1,73 @@
+"""E7's scores on real corpora: the shipped TRL task, the Oracle as reference, the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+from evalstop_experiments import e7, e8
+from evalstop_experiments.report import write_report
+from evalstop_gym.corpus.packaged import TRL_CORPUS, TRL_CORPUS_QUICK, corpus_path
+from evalstop_gym.suite import suite_task
+
+
+def test_trl_task_uses_the_shipped_corpus_without_a_path(monkeypatch) -> None:
+    monkeypatch.delenv("EVALSTOP_TRL_CORPUS", raising=False)
+    kw = suite_task("trl-gao")
+    assert kw["curves"] == str(corpus_path(TRL_CORPUS))
+    assert kw["deliver"] == "best" and kw["eval_noise"] == 0.0
+    quick = str(corpus_path(TRL_CORPUS_QUICK))
+    assert suite_task("trl-gao", curves=quick)["curves"] == quick
+    env = gym.make("EvalStop-v0", disable_env_checker=True, **{**kw, "n_jobs": 10})
+    env.reset(seed=0)
+    assert env.unwrapped.sim.curves.obs_eval.shape[0] == 10
+    env.close()
+
+
+def test_suite_keeps_the_trl_corpus_when_given_micro_rlhf_curves(monkeypatch) -> None:
+    seen: dict[str, str | None] = {}
+
+    def fake_run_task(task: str, *args) -> list:
+        seen[task] = args[-1]
+        return []
+
+    monkeypatch.setattr(e8, "run_task", fake_run_task)
+    e8.run_e8(["trl-gao"], range(2), factors=(1.0,), curves="/micro.jsonl")
+    assert seen == {"trl-gao": None, "micro-rlhf": "/micro.jsonl"}
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    """E7's quick scores on the quick TRL corpus only (tiny episodes)."""
+    corpora = e7.score_corpora(None, quick=True)
+    return e7.e7_scores(corpora, quick=True, seeds=2, n_jobs=20)
+
+
+def test_scores_run_on_the_quick_trl_corpus_against_the_oracle(rows: list[dict]) -> None:
+    assert {r["task"] for r in rows} == {"trl-gao"}
+    assert {r["reference"] for r in rows} == {"Oracle"}
+    by = {r["stopper"]: r for r in rows}
+    assert by["NoStop"]["score"] == 0.0 and by["Oracle"]["score"] == pytest.approx(1.0)
+    assert {"StopAt (tuned)", "Gate (tuned)", "CUSUM (tuned)", "EvalStop(k=2)"} <= set(by)
+    for r in rows:  # nothing beats the privileged Oracle, whose reference gain is positive
+        assert r["score"] <= 1.0 + 1e-9, r["stopper"]
+        assert r["score_lo"] <= r["score"] <= r["score_hi"] + 1e-12
+
+
+def test_scores_get_their_report_section_and_files(rows: list[dict], tmp_path: Path) -> None:
+    files = e7.write_e7_scores(tmp_path, rows)
+    assert [f.name for f in files] == ["E7_scores.csv", "E7_scores.md"]
+    report = write_report(tmp_path, rows, header={}, plots=[]).read_text()
+    assert "## E7 — stoppers on real corpora" in report
+    assert "| trl-gao | Oracle | Oracle | 1.00 [1.00, 1.00]" in report
+
+
+def test_learned_stoppers_plug_in(monkeypatch) -> None:
+    from baselines.policies import StopAtProgress
+
+    monkeypatch.setitem(e8.EXTRA_STOPPERS, "Learned (stub)", lambda task, kw: StopAtProgress(0.5))
+    corpora = e7.score_corpora(None, quick=True)
+    rows = e7.e7_scores(corpora, quick=True, seeds=2, n_jobs=10)
+    assert "Learned (stub)" in {r["stopper"] for r in rows}
