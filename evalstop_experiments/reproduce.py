@@ -221,7 +221,9 @@ def real_scores_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     )
     files = e7.write_e7_scores(out, rows)
     plan.report_rows += rows
-    plan.header["E7 scores"] = f"stoppers on {', '.join(corpora)} against the Oracle: {files[-1].name}"
+    plan.header["E7 scores"] = (
+        f"stoppers on {', '.join(corpora)} against the Oracle: {files[-1].name}"
+    )
 
 
 def suite_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:

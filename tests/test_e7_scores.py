@@ -14,6 +14,7 @@ from evalstop_gym.suite import suite_task
 
 
 def test_trl_task_uses_the_shipped_corpus_without_a_path(monkeypatch) -> None:
+    """``trl-gao`` needs no path: the shipped corpus, or the one given."""
     monkeypatch.delenv("EVALSTOP_TRL_CORPUS", raising=False)
     kw = suite_task("trl-gao")
     assert kw["curves"] == str(corpus_path(TRL_CORPUS))
@@ -27,6 +28,7 @@ def test_trl_task_uses_the_shipped_corpus_without_a_path(monkeypatch) -> None:
 
 
 def test_suite_keeps_the_trl_corpus_when_given_micro_rlhf_curves(monkeypatch) -> None:
+    """``run_e8(curves=...)`` gives the micro-RLHF corpus to ``micro-rlhf`` only."""
     seen: dict[str, str | None] = {}
 
     def fake_run_task(task: str, *args) -> list:
@@ -46,6 +48,7 @@ def rows() -> list[dict]:
 
 
 def test_scores_run_on_the_quick_trl_corpus_against_the_oracle(rows: list[dict]) -> None:
+    """NoStop scores 0, the Oracle 1, and no stopper beats the Oracle."""
     assert {r["task"] for r in rows} == {"trl-gao"}
     assert {r["reference"] for r in rows} == {"Oracle"}
     by = {r["stopper"]: r for r in rows}
@@ -57,6 +60,7 @@ def test_scores_run_on_the_quick_trl_corpus_against_the_oracle(rows: list[dict])
 
 
 def test_scores_get_their_report_section_and_files(rows: list[dict], tmp_path: Path) -> None:
+    """The scores land in E7_scores.csv/.md and in their own REPORT.md section."""
     files = e7.write_e7_scores(tmp_path, rows)
     assert [f.name for f in files] == ["E7_scores.csv", "E7_scores.md"]
     report = write_report(tmp_path, rows, header={}, plots=[]).read_text()
@@ -65,6 +69,7 @@ def test_scores_get_their_report_section_and_files(rows: list[dict], tmp_path: P
 
 
 def test_learned_stoppers_plug_in(monkeypatch) -> None:
+    """A stopper in ``e8.EXTRA_STOPPERS`` is scored beside the scripted ones."""
     from baselines.policies import StopAtProgress
 
     monkeypatch.setitem(e8.EXTRA_STOPPERS, "Learned (stub)", lambda task, kw: StopAtProgress(0.5))
