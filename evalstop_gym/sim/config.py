@@ -32,6 +32,26 @@ MAX_JOBS = 1_000_000
 #: Eval noise above 10 standard deviations of the score's whole range is noise only (the
 #: observation clips evals to +-10).
 MAX_EVAL_NOISE = 10.0
+#: Upper bound of a per-event cost (restore_h, eval_cost_h): a day of GPU time per event.
+MAX_EVENT_COST_H = 24.0
+
+#: ``SimConfig(costs=...)`` presets: (restore_h, eval_cost_h), hours of the job's GPUs.
+#:
+#: ``realistic`` (order-of-magnitude figures for 7B-70B fine-tuning jobs; see
+#: docs/CLUSTER.md, "Costs of a real cluster"):
+#:
+#: * restore_h = 0.1 (6 min): a preempted job reloads weights, optimizer state and
+#:   data-loader position from shared storage and re-initialises its process group.
+#:   Gemini (Wang et al., SOSP'23) reports that retrieving a checkpoint from remote
+#:   storage takes minutes to tens of minutes for LLM-sized state; CheckFreq (Mohan et
+#:   al., FAST'21) measures restore at seconds only for small models held locally.
+#: * eval_cost_h = 0.05 (3 min): one eval checkpoint of an RLHF/DPO run generates
+#:   answers to a few hundred held-out prompts and scores them, on the job's own GPUs
+#:   (the paper's evals are generation-based, so an eval is a small inference job).
+COST_PRESETS: dict[str, tuple[float, float]] = {
+    "free": (0.0, 0.0),
+    "realistic": (0.1, 0.05),
+}
 
 
 def _plain(value: Any) -> Any:
@@ -79,6 +99,13 @@ class SimConfig:
         placement: How base schedulers pick a pool: ``first-fit`` (the first
             pool with room, in the configured order) or ``fastest`` (Gavel-like,
             the fastest pool for the job's type with room).  Ignored without pools.
+        costs: Preset of the cluster's per-event costs (:data:`COST_PRESETS`):
+            ``free`` (default: preemption and evaluation cost nothing, as in the
+            paper) or ``realistic``.
+        restore_h: Hours of its GPUs a preempted job spends restoring its
+            checkpoint when it restarts; None takes the ``costs`` preset's.
+        eval_cost_h: Hours of its GPUs each eval checkpoint takes (the eval runs
+            before its score is reported); None takes the ``costs`` preset's.
     """
 
     num_gpus: int = 64
@@ -97,10 +124,22 @@ class SimConfig:
     deliver: str = "final"
     pools: dict[str, int] | str | None = None
     placement: str = "first-fit"
+    costs: str = "free"
+    restore_h: float | None = None
+    eval_cost_h: float | None = None
 
     def __post_init__(self) -> None:
         """Validate every field; raise :class:`ConfigError` naming the first bad one."""
-        for name in ("num_gpus", "eval_noise", "hack_fraction", "load", "n_jobs", "eval_window"):
+        for name in (
+            "num_gpus",
+            "eval_noise",
+            "hack_fraction",
+            "load",
+            "n_jobs",
+            "eval_window",
+            "restore_h",
+            "eval_cost_h",
+        ):
             object.__setattr__(self, name, _plain(getattr(self, name)))
         if not is_integer(self.num_gpus) or not 1 <= self.num_gpus <= MAX_GPUS:
             raise ConfigError("num_gpus", self.num_gpus, f"an integer in [1, {MAX_GPUS}]")
@@ -127,6 +166,16 @@ class SimConfig:
                 f"an integer in [1, {k}] (the checkpoints a job declares), or None for all",
             )
         self._check_files(wl)
+        self._check_costs()
+
+    def _check_costs(self) -> None:
+        """The cost preset is known and each cost is a duration in [0, MAX_EVENT_COST_H]."""
+        if not isinstance(self.costs, str) or self.costs not in COST_PRESETS:
+            raise ConfigError("costs", self.costs, f"one of {sorted(COST_PRESETS)}")
+        for name in ("restore_h", "eval_cost_h"):
+            v = getattr(self, name)
+            if v is not None:
+                check_real(name, v, 0.0, MAX_EVENT_COST_H, "hours of GPU time per event")
 
     def _check_names(self) -> None:
         """Names must be strings (or config objects) before they are looked up."""
@@ -227,6 +276,14 @@ class SimConfig:
         """W in effect: given, else every checkpoint a job declares."""
         k = self.resolved_calibration().evals_per_job
         return k if self.eval_window is None else self.eval_window
+
+    def resolved_costs(self) -> tuple[float, float]:
+        """(restore_h, eval_cost_h) in effect: each given value, else the preset's."""
+        restore, eval_cost = COST_PRESETS[self.costs]
+        return (
+            restore if self.restore_h is None else float(self.restore_h),
+            eval_cost if self.eval_cost_h is None else float(self.eval_cost_h),
+        )
 
     def make_scheduler(self) -> Scheduler:
         """A fresh base scheduler of this config (with its pool placement rule)."""

@@ -19,6 +19,11 @@ One code path serves both uses:
 * run whole in a tight loop with a scripted stopper: ``sim.run(stopper)``,
   which is exactly that loop.
 
+A decision is 0 (continue), 1 (stop) or 2 (:data:`DEPRIORITIZE`, the prior
+work's alternative to stopping; see :meth:`Simulator.decide`).  The costs a
+real cluster pays (``SimConfig.restore_h``, ``eval_cost_h``) are 0 by default,
+and then every result is bit-identical to the engine without them.
+
 The simulator is plain Python state (no generators), so it pickles.  Jobs
 are kept as columns (one list per field, indexed by job id), built from the
 episode's arrays in one pass: an episode of hundreds of jobs starts in well
@@ -41,12 +46,14 @@ from .boundary import JobView
 from .checkpoints import best_so_far, consecutive_declines
 from .config import SimConfig
 from .job import DONE, PENDING, RUNNING, WAITING, JobRecord, SchedulingView
-from .metrics import EpisodeRecord, episode_metrics
+from .metrics import EpisodeRecord, cluster_metrics, episode_metrics
 from .synthetic_curves import Curves, sample_curves
 from .workloads import JobBatch, generate_jobs, step_time_fractions, trace_jobs
 
 # Heap event kinds.  At equal times the counter keeps insertion order.
 ARRIVAL, CHECKPOINT = 0, 1
+#: Decisions at a checkpoint: continue, stop, deprioritise (``decide`` also takes the names).
+CONTINUE, STOP, DEPRIORITIZE = 0, 1, 2
 
 Stopper = Callable[[JobView], Any]
 _new_view = tuple.__new__  # JobView(...) without NamedTuple's Python-level __new__
@@ -80,6 +87,30 @@ class _JobSnapshots(Sequence):  # type: ignore[type-arg]
         if not -len(self) <= i < len(self):
             raise IndexError(f"job {i} out of range ({len(self)} jobs)")
         return self._sim.job(i % len(self))
+
+
+def demoted_key(key: Any) -> Any:
+    """The key of a deprioritised job: +inf in every place, so it sorts after any real key."""
+    return math.inf if type(key) is float else tuple(math.inf for _ in key)
+
+
+class _Deprioritizing:
+    """The base scheduler with deprioritised jobs moved to the back of its order.
+
+    The engine swaps it in at the first deprioritisation, so an episode without
+    one never pays for the membership test.
+    """
+
+    def __init__(self, base: Any, demoted: dict[int, Any]) -> None:
+        """Wrap ``base``; ``demoted`` is the engine's live dict of deprioritised job ids."""
+        self.base = base
+        self.preemptive = base.preemptive
+        self._demoted = demoted
+
+    def key(self, job: SchedulingView) -> Any:
+        """The base key, or :func:`demoted_key` of it for a deprioritised job."""
+        key = self.base.key(job)
+        return demoted_key(key) if job.jid in self._demoted else key
 
 
 def _neg(key: Any) -> Any:
@@ -131,6 +162,10 @@ class Simulator:
         self.eval_noise = config.resolved_eval_noise()
         self.calibration = config.resolved_calibration()
         self.deliver_best = config.deliver == "best"
+        self.restore_h, self.eval_cost_h = config.resolved_costs()
+        #: Deprioritised job ids -> (time, GPU-hours consumed) at their deprioritisation.
+        self.demoted: dict[int, tuple[float, float]] = {}
+        self.restore_gpu_hours = 0.0  # GPU time spent restoring preempted jobs
         if jobs is not None:
             self.batch, self.curves = jobs
             if int(self.batch.gpus.max()) > self.num_gpus:
@@ -239,6 +274,9 @@ class Simulator:
         self._preemptions = [0] * n
         self._gpu_hours = [0.0] * n
         self._views: list[SchedulingView | None] = [None] * n  # created at arrival
+        # With a restore cost: the time from which a run segment makes progress (its
+        # start plus the restore); -inf otherwise, so that it never matters.
+        self._work_from = [-math.inf] * n
 
     def _make_batch(self, rng: np.random.Generator) -> JobBatch:
         """Draw the jobs (synthetic workload) or read them (trace replay)."""
@@ -416,13 +454,21 @@ class Simulator:
             self._schedule()
 
     def decide(self, stop: Any) -> None:
-        """Apply the decision for the pending job: truthy stops it, falsy continues."""
+        """Apply the decision for the pending job.
+
+        ``2`` (or ``"deprioritize"``, :data:`DEPRIORITIZE`) deprioritises it
+        (:meth:`_deprioritize`); any other truthy value stops it; falsy
+        continues.
+        """
         jid = self._pending
         if jid < 0:
             raise RuntimeError("no decision is pending: call advance() first")
         self._pending = -1
         self.n_decisions += 1
         if stop:
+            if stop is not True and (stop == DEPRIORITIZE or stop == "deprioritize"):
+                self._deprioritize(jid)
+                return
             self._finish_job(jid, stopped=True)
             self._schedule()
             return
@@ -432,7 +478,9 @@ class Simulator:
         else:
             left = self._duration[jid] * self.step_frac[jid][self._ckpt[jid]] - self._work[jid]
         self._counter = c = self._counter + 1
-        t = self.now + (0.0 if left < 0.0 else left)
+        # + eval_cost_h: the next eval runs on the job's GPUs before its score is
+        # reported (x + 0.0 == x, so a free eval leaves every time unchanged).
+        t = self.now + (0.0 if left < 0.0 else left) + self.eval_cost_h
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
         if self.preemptive:
             # Its key changed with the new checkpoint.
@@ -491,6 +539,19 @@ class Simulator:
         m["n_events"] = float(self.n_events)
         m["n_decisions"] = float(self.n_decisions)
         return m
+
+    def cluster_metrics(self) -> dict[str, float]:
+        """Preemptions, paid costs and deprioritisation metrics (:func:`.metrics.cluster_metrics`).
+
+        Kept apart from :meth:`metrics`, whose keys the golden fixture pins.
+        """
+        return cluster_metrics(
+            self.record(),
+            np.array(self._preemptions),
+            self.demoted,
+            self.restore_gpu_hours,
+            self.eval_cost_h,
+        )
 
     # ---------------------------------------------------------------- internals
     def _view_of(self, jid: int) -> JobView:
@@ -593,13 +654,20 @@ class Simulator:
         self._epoch[jid] += 1
         if math.isnan(self._first_start[jid]):
             self._first_start[jid] = self.now
-        self._push_next_checkpoint(jid)
+        if self.restore_h and self._preemptions[jid]:
+            # A restarted job first restores its checkpoint, holding its GPUs.
+            self._work_from[jid] = self.now + self.restore_h
+            self.restore_gpu_hours += self._gpus[jid] * self.restore_h
+            self._push_next_checkpoint(jid, self.restore_h)
+        else:
+            self._push_next_checkpoint(jid)
         if self.preemptive:
             self._push_running(jid)
         if self.events is not None:
             self._log("start", jid)
 
-    def _push_next_checkpoint(self, jid: int) -> None:
+    def _push_next_checkpoint(self, jid: int, delay: float = 0.0) -> None:
+        """Queue the job's next checkpoint event, ``delay`` hours (a restore) after now."""
         if self.step_frac is None:
             work_at_next = self._duration[jid] * (self._ckpt[jid] + 1) / self.n_ckpt
         else:
@@ -609,13 +677,18 @@ class Simulator:
         if self._rates is not None:
             left = left / self._rates[jid]  # wall-clock hours on its pool
         t = self.now + (0.0 if left < 0.0 else left)  # max(left, 0.0), without the call
+        if delay or self.eval_cost_h:
+            t = self.now + delay + (0.0 if left < 0.0 else left) + self.eval_cost_h
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
 
     def _preempt(self, jid: int) -> None:
         ran = self.now - self._seg_start[jid]
-        work = self._work[jid] = self._work[jid] + (
-            ran if self._rates is None else ran * self._rates[jid]
-        )
+        if self.restore_h or self.eval_cost_h:
+            work = self._work[jid] = self._work[jid] + self._work_in_segment(jid)
+        else:
+            work = self._work[jid] = self._work[jid] + (
+                ran if self._rates is None else ran * self._rates[jid]
+            )
         self._views[jid]._work_done = work  # type: ignore[union-attr]
         self._gpu_hours[jid] += self._gpus[jid] * ran
         self._epoch[jid] += 1  # invalidates its pending checkpoint event
@@ -623,6 +696,65 @@ class Simulator:
         self.free += self._gpus[jid]
         self._log("preempt", jid)
         self._enqueue(jid)
+
+    def _work_in_segment(self, jid: int) -> float:
+        """Training hours of the current run segment, if the job is preempted now.
+
+        A segment is [restore][training up to the next checkpoint][eval]: only
+        the middle part is progress.  An interrupted restore is refunded (it was
+        counted in full at the start) and an interrupted eval is run again.
+        """
+        now, work_from = self.now, self._work_from[jid]
+        if now < work_from:
+            self.restore_gpu_hours -= self._gpus[jid] * (work_from - now)
+        ran = now - max(self._seg_start[jid], work_from)
+        i = self._ckpt[jid] + 1
+        if self.step_frac is None:
+            left = self._duration[jid] * i / self.n_ckpt - self._work[jid]
+        else:
+            left = self._duration[jid] * self.step_frac[jid][i - 1] - self._work[jid]
+        if self._rates is not None:
+            ran = ran * self._rates[jid]  # work done on its pool in that wall-clock time
+        return min(max(ran, 0.0), max(left, 0.0))
+
+    def _deprioritize(self, jid: int) -> None:
+        """Continue the pending job at the back of the base scheduler's order.
+
+        From now on its scheduler key is :func:`demoted_key` of the base key
+        (+inf), so it starts only when no other waiting job fits the free GPUs,
+        and it runs only while no waiting job could use its GPUs: :meth:`_schedule`
+        preempts running deprioritised jobs for any waiting job that fits in the
+        free GPUs plus theirs, whatever the base scheduler (even a
+        non-preemptive one).  It stays deprioritised to the end; a later
+        ``decide(2)`` for it just continues it.
+        """
+        if self.config.pools is not None:
+            # The pooled engine schedules per pool and has no demoted-job pass yet.
+            raise ConfigError("pools", self.config.pools, "None to deprioritise (not supported yet)")
+        if jid not in self.demoted:
+            if not self.demoted:
+                self.scheduler = _Deprioritizing(self.scheduler, self.demoted)
+            self.demoted[jid] = (self.now, self._gpu_hours[jid])
+        self._push_next_checkpoint(jid)
+        if self.preemptive:
+            self._push_running(jid)
+        self._schedule()
+
+    def _preempt_deprioritized(self) -> bool:
+        """Preempt running deprioritised jobs for the best waiting job that fits with their GPUs.
+
+        Victims go in deprioritisation order until the job fits.  Returns whether any went.
+        """
+        state, gpus = self._state, self._gpus
+        victims = [j for j in self.demoted if state[j] == RUNNING]
+        best = self._best_waiting(self.free + sum(gpus[j] for j in victims))
+        if best is None or best[0][1] in self.demoted:
+            return False  # nothing but deprioritised jobs fits
+        for j in victims:
+            if self.free >= best[1]:
+                break
+            self._preempt(j)
+        return True
 
     def _finish_job(self, jid: int, *, stopped: bool) -> None:
         self._state[jid] = DONE
@@ -647,6 +779,8 @@ class Simulator:
                 self._n_waiting -= 1
                 self._top_valid = False
                 self._start(best[0][1])
+            if self.demoted and self._n_waiting and self._preempt_deprioritized():
+                continue
             if not self.preemptive or not self._n_waiting:
                 return
             if not self._preempt_for_best_waiting():

@@ -242,3 +242,64 @@ def honest_metrics(
         "oracle_utility": oracle,
         "regret_vs_oracle": oracle - utility,
     }
+
+
+#: Keys of :func:`cluster_metrics` (deprioritisation and the costs of a real cluster).
+CLUSTER_METRIC_KEYS: tuple[str, ...] = (
+    "preemptions",
+    "max_preemptions_per_job",
+    "restore_gpu_hours",
+    "eval_gpu_hours",
+    "n_deprioritized",
+    "deprioritized_gpu_hours",
+    "deprioritized_gpu_hours_after_peak",
+    "deprioritized_mean_wait_h",
+    "deprioritized_max_wait_h",
+    "deprioritized_mean_delivered_quality",
+)
+
+
+def cluster_metrics(
+    r: EpisodeRecord,
+    preemptions: np.ndarray,
+    demoted: dict[int, tuple[float, float]],
+    restore_gpu_hours: float,
+    eval_cost_h: float,
+) -> dict[str, float]:
+    """Preemptions, paid costs and what deprioritised jobs cost the cluster.
+
+    * ``preemptions``: total over the jobs; ``max_preemptions_per_job``.
+    * ``restore_gpu_hours``: GPU-hours spent restoring preempted jobs;
+      ``eval_gpu_hours``: GPU-hours of the evals completed (checkpoints x GPUs x cost).
+    * Over the ``n_deprioritized`` jobs (``demoted``: job id -> (time, GPU-hours
+      consumed) at deprioritisation): ``deprioritized_gpu_hours`` consumed after
+      it; ``deprioritized_gpu_hours_after_peak``, GPUs x duration x (end progress
+      - peak progress)+ (the resources the prior work's demotion keeps occupied);
+      ``deprioritized_mean_wait_h`` / ``max``: hours spent queued after it (the
+      starvation), i.e. time to the end minus time holding GPUs; and
+      ``deprioritized_mean_delivered_quality``, true score of what they deliver.
+      NaN where no job was deprioritised.
+    """
+    ids = np.fromiter(demoted, dtype=np.int64, count=len(demoted))
+    at = np.array([demoted[j][0] for j in ids], dtype=float)
+    used_at = np.array([demoted[j][1] for j in ids], dtype=float)
+    used_after = r.gpu_hours[ids] - used_at
+    held_h = used_after / r.gpus[ids]
+    wait = (r.finish[ids] - at) - held_h
+    end_progress = r.ckpt_done[ids] / r.n_ckpt
+    after_peak = np.maximum(end_progress - r.peak_progress[ids], 0.0)
+    quality = r.true_eval[ids, r.delivered[ids]]
+    return {
+        "preemptions": float(_sum(preemptions)),
+        "max_preemptions_per_job": float(preemptions.max()) if preemptions.size else 0.0,
+        "restore_gpu_hours": float(restore_gpu_hours),
+        "eval_gpu_hours": float(_sum(r.gpus * r.ckpt_done)) * eval_cost_h,
+        "n_deprioritized": float(ids.size),
+        "deprioritized_gpu_hours": float(_sum(used_after)),
+        "deprioritized_gpu_hours_after_peak": float(
+            _sum(r.gpus[ids] * r.duration[ids] * after_peak)
+        ),
+        "deprioritized_mean_wait_h": _mean(wait),
+        "deprioritized_max_wait_h": float(wait.max()) if wait.size else float("nan"),
+        "deprioritized_mean_delivered_quality": _mean(quality),
+    }
