@@ -11,11 +11,20 @@ from .bayes import BayesStopper
 from .changepoint import Cusum
 from .evaluate import evaluate, run_episode
 from .floors import FirstEvalGate
-from .policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress, scripted_policies
+from .policies import (
+    Deprioritize,
+    EvalStop,
+    LossPlateau,
+    NoStop,
+    Policy,
+    StopAtProgress,
+    scripted_policies,
+)
 
 __all__ = [
     "BayesStopper",
     "Cusum",
+    "Deprioritize",
     "EvalStop",
     "FirstEvalGate",
     "LossPlateau",

@@ -2,7 +2,9 @@
 
 Every policy reads only the observation the environment hands it (the
 information boundary), so scripted and learned stoppers run through the very
-same code path (:func:`baselines.evaluate`).  Actions: 0 continue, 1 stop.
+same code path (:func:`baselines.evaluate`).  Actions: 0 continue, 1 stop,
+and 2 deprioritise (:data:`DEPRIORITIZE`), which only :class:`Deprioritize`
+returns and only an env built with ``deprioritize=True`` accepts.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 Obs = Mapping[str, np.ndarray]
+#: The action that deprioritises a job instead of stopping it (the simulator's ``decide(2)``).
+DEPRIORITIZE = 2
 
 
 @runtime_checkable
@@ -84,6 +88,29 @@ class EvalStop:
 
     def __repr__(self) -> str:
         return f"EvalStop(k={self.k})"
+
+
+class Deprioritize(EvalStop):
+    """The prior work's alternative to stopping: on ``k`` consecutive eval declines, demote.
+
+    The same detector as :class:`EvalStop`, but the flagged job is deprioritised
+    (action 2) instead of stopped: it runs on at the back of the base
+    scheduler's order, only while no waiting job could use its GPUs.  Needs
+    ``EvalStop-v0`` with ``deprioritize=True``.
+    """
+
+    def __init__(self, k: int = 2) -> None:
+        """Demote after ``k`` consecutive eval declines."""
+        super().__init__(k)
+        self.name = "Deprioritize" if k == 2 else f"Deprioritize(k={k})"
+
+    def act(self, obs: Obs) -> int:
+        """2 (deprioritise) once the job shows ``k`` consecutive declines, else 0."""
+        return DEPRIORITIZE * super().act(obs)
+
+    def __repr__(self) -> str:
+        """Class name and k."""
+        return f"Deprioritize(k={self.k})"
 
 
 class StopAtProgress:

@@ -19,13 +19,21 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
+from baselines.policies import (
+    Deprioritize,
+    EvalStop,
+    LossPlateau,
+    NoStop,
+    Policy,
+    StopAtProgress,
+)
 
 POLICY_CLASSES: dict[str, type] = {
     "NoStop": NoStop,
     "EvalStop": EvalStop,
     "StopAtProgress": StopAtProgress,
     "LossPlateau": LossPlateau,
+    "Deprioritize": Deprioritize,
 }
 
 #: E1's setting (SPEC section 7), the base every experiment varies: heavy-RLHF on SRTF-Est.

@@ -81,3 +81,26 @@ def test_no_deprioritization_keeps_scheduler_and_metrics_nan() -> None:
     c = sim.cluster_metrics()
     assert c["n_deprioritized"] == 0 and np.isnan(c["deprioritized_mean_wait_h"])
     assert type(sim.scheduler).__name__ != "_Deprioritizing"
+
+
+def test_env_action_2_and_the_deprioritize_policy() -> None:
+    import gymnasium as gym
+
+    from baselines import Deprioritize, EvalStop, run_episode
+
+    env = gym.make("EvalStop-v0", n_jobs=10)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="0 \\(continue\\) or 1"):
+        env.step(2)
+    env3 = gym.make("EvalStop-v0", n_jobs=10, deprioritize=True)
+    assert env3.action_space.n == 3
+    env3.reset(seed=0)
+    env3.step(2)
+    with pytest.raises(ValueError, match="2 \\(deprioritise\\)"):
+        env3.step(3)
+    d = run_episode(Deprioritize(2), 0, n_jobs=60, deprioritize=True)
+    e = run_episode(EvalStop(2), 0, n_jobs=60, deprioritize=True)
+    assert d["n_stopped"] == 0 and d["n_deprioritized"] > 0
+    assert e["n_deprioritized"] == 0 and e["n_stopped"] > 0
+    # The same detector: the jobs it demotes are the ones EvalStop stops.
+    assert d["n_deprioritized"] == e["n_stopped"]

@@ -64,6 +64,10 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `Discrete(2)`: `0` continue, `1` stop and save the best observed checkpoint.
     Both actions are always valid for the job being decided, so `action_masks()`
     (sb3-contrib's `MaskablePPO` convention) returns `[True, True]` at every step.
+    With `deprioritize=True`, `Discrete(3)`: `2` deprioritises the job (the prior
+    work's alternative to stopping: it keeps running only while no waiting job
+    could use its GPUs, at the back of the base scheduler's order; see
+    `Simulator.decide`); `action_masks()` is then all True too.
 
     ## Observation Space
 
@@ -129,6 +133,11 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     outcome is settled.  (With `step_time_jitter`, T / K above is the job's own
     first interval, T x f_1, and an interval costs its own share of T.)
 
+    A deprioritisation pays what a continue pays: the job runs on, to its end.
+    The utility reward prices training time only; the costs of a real cluster
+    (`costs`, `restore_h`, `eval_cost_h`) show in the system reward and the
+    metrics.
+
     `reward="system"`: time in system plus quality (park/Decima style).  The
     reward of a step is `-time_cost * (integral of jobs in system dt)` over the
     simulated time from this decision to the next, plus `quality_weight * Q` of
@@ -145,7 +154,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
 
     Terminated when every job has finished or been stopped; the final step's
     `info["episode_metrics"]` holds the episode's metrics (JCT, waste,
-    precision, recall, ...) as finite floats.  A metric undefined in an episode
+    precision, recall, ...) as finite floats, and, with `deprioritize=True` or a
+    nonzero cost, the cluster metrics (preemptions, paid costs, deprioritised
+    jobs' starvation; `evalstop_gym.sim.metrics.cluster_metrics`).  A metric undefined in an episode
     (precision with no job stopped, the mean JCT of a job type absent from the
     workload) is left out of `info`, never NaN or None there: NaN breaks
     `check_environments_match` (NaN != NaN) and both break replay buffers that
@@ -175,7 +186,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              eval_window=None, obs_fields=None, reward="utility",
              trace=None, trace_cluster=None, calibration="paper", curves=None,
              deliver="final", gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
-             reward_timing="dense", pools=None, placement="first-fit")
+             reward_timing="dense", pools=None, placement="first-fit", deprioritize=False,
+             costs="free", restore_h=None, eval_cost_h=None)
     ```
 
     `workload`: `heavy-rlhf`, `balanced` or `light-rlhf`.  `scheduler`: `fifo`,
@@ -194,6 +206,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `evalstop_gym.sim.pools`.  On
     pools the utility's GPU bill counts work in reference GPU-hours (what the job
     would take on the reference GPU), the metrics' `gpu_hours` wall-clock ones.
+    `deprioritize`: offer action 2 (not with pools).  `costs`, `restore_h`,
+    `eval_cost_h`: the costs of a real cluster (`SimConfig`; 0 by default).
     Bounds: `num_gpus` 1 to 100,000, `n_jobs` 1 to 1,000,000,
     `load` 0.001 to 1000, `eval_noise` 0 to 10, `eval_window` 1 to K,
     `gpu_hour_price`, `time_cost`, `quality_weight` 0 to 1000; integers may be
@@ -252,6 +266,10 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         reward_timing: str = "dense",
         pools: dict[str, int] | str | None = None,
         placement: str = "first-fit",
+        deprioritize: bool = False,
+        costs: str = "free",
+        restore_h: float | None = None,
+        eval_cost_h: float | None = None,
     ) -> None:
         """Build the env; every argument is described in the class docstring (Arguments)."""
         self.config = SimConfig(
@@ -270,7 +288,14 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             deliver=deliver,
             pools=pools,
             placement=placement,
+            costs=costs,
+            restore_h=restore_h,
+            eval_cost_h=eval_cost_h,
         )
+        if not isinstance(deprioritize, bool):
+            raise ConfigError("deprioritize", deprioritize, "True or False")
+        if deprioritize and self.config.pools is not None:
+            raise ConfigError("deprioritize", deprioritize, "False with pools (not supported yet)")
         if not isinstance(reward, str) or reward not in REWARD_MODES:
             raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")
         if not isinstance(reward_timing, str) or reward_timing not in REWARD_TIMINGS:
@@ -309,7 +334,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             "loss": spaces.Box(0.0, _LOSS_BOUND, (2 * w,), np.float32),
         }
         self.observation_space = spaces.Dict({f: all_spaces[f] for f in self.obs_fields})
-        self.action_space = spaces.Discrete(2)
+        self.action_space = spaces.Discrete(3 if deprioritize else 2)
+        self.deprioritize = deprioritize
         widths = field_widths(w, len(JOB_TYPES))
         self._slices: list[tuple[str, int, int]] = []
         start = 0
@@ -398,7 +424,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             return self._split(np.zeros(self._row_width, np.float32)), reward, True, False, info
         return self._split(row.copy()), reward, False, False, info
 
-    def _step_row(self, stop: bool) -> tuple[np.ndarray | None, float]:
+    def _step_row(self, stop: bool | int) -> tuple[np.ndarray | None, float]:
         """Apply a decision; return the next observation row (no copy; None at the end) and the reward.
 
         The core of :meth:`step`, shared with the batched vector env.
@@ -411,7 +437,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             raise RuntimeError("step() called after the episode ended: call env.reset()")
         if self.reward_mode != "utility" or self.reward_timing != "dense":
             reward = 0.0
-        elif stop:
+        elif stop == 1:
             reward = 0.0  # the job's value is what earlier decisions already paid
         else:
             # V_{i+1} - V_i of continuing (class docstring), tabulated at reset:
@@ -475,22 +501,32 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     def action_masks(self) -> np.ndarray:
         """Which actions are valid now (sb3-contrib ``MaskablePPO`` reads this).
 
-        Always ``[True, True]``: any job being decided may continue or stop.
+        Always all True: any job being decided may continue or stop (or be
+        deprioritised, with ``deprioritize=True``).
         The method exists so that maskable algorithms run without an
         ``ActionMasker`` wrapper.
         """
-        return np.ones(2, dtype=bool)
+        return np.ones(int(self.action_space.n), dtype=bool)
 
     # -------------------------------------------------------------- internals
-    def _parse_action(self, action: Any) -> bool:
+    def _parse_action(self, action: Any) -> bool | int:
+        """True to stop, False to continue, 2 to deprioritise (with ``deprioritize=True``)."""
         if type(action) is int or isinstance(action, np.integer):  # the fast, common path
             if action == 0 or action == 1:
                 return action == 1
+            if action == 2 and self.deprioritize:
+                return 2
         else:
             arr = np.asarray(action)
             if arr.size == 1 and arr.dtype.kind in "iub" and int(arr.item()) in (0, 1):
                 return int(arr.item()) == 1
-        raise ValueError(f"action={action!r} is not allowed: 0 (continue) or 1 (stop and save)")
+            if arr.size == 1 and arr.dtype.kind in "iu" and int(arr.item()) == 2:
+                if self.deprioritize:
+                    return 2
+        allowed = "0 (continue) or 1 (stop and save)"
+        if self.deprioritize:
+            allowed = "0 (continue), 1 (stop and save) or 2 (deprioritise)"
+        raise ValueError(f"action={action!r} is not allowed: {allowed}")
 
     def _collect_delayed_utility(self) -> float:
         """``reward_timing="delayed"``: each job that left pays its whole V_end - V_1 now.
@@ -595,6 +631,10 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         if sim is None or not sim.done:
             raise RuntimeError("episode_metrics() needs a finished episode")
         m: dict[str, float | None] = {k: None if v != v else v for k, v in sim.metrics().items()}
+        m = sim.metrics()
+        if self.deprioritize or any(self.config.resolved_costs()):
+            # Only then: the default env's metric keys are pinned by the golden fixture.
+            m.update(sim.cluster_metrics())
         parts = {
             "quality": self._quality,
             "gpu_cost": self._gpu_cost,
