@@ -55,6 +55,8 @@ def _register() -> None:
         )
     if "EvalStopFlat-v0" not in registry:  # a Box observation, for MlpPolicy-style defaults
         register(id="EvalStopFlat-v0", entry_point="evalstop_gym.envs:EvalStopFlatEnv")
+    if "EvalStopCluster-v0" not in registry:
+        register(id="EvalStopCluster-v0", entry_point="evalstop_gym.envs:EvalStopClusterEnv")
 
 
 _register()

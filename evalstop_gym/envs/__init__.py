@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from .cluster import EvalStopClusterEnv, per_job_actions
 from .evalstop import EvalStopEnv
 from .flat import EvalStopFlatEnv
 from .vector import EvalStopVectorEnv
 from .wrappers import EpisodeMetricsInfo
 
-__all__ = ["EpisodeMetricsInfo", "EvalStopEnv", "EvalStopFlatEnv", "EvalStopVectorEnv"]
+__all__ = [
+    "EpisodeMetricsInfo",
+    "EvalStopClusterEnv",
+    "EvalStopEnv",
+    "EvalStopFlatEnv",
+    "EvalStopVectorEnv",
+    "per_job_actions",
+]

@@ -540,6 +540,36 @@ class Simulator:
         m["n_decisions"] = float(self.n_decisions)
         return m
 
+    def simultaneous_checkpoints(self) -> list[int]:
+        """The pending job and every job whose next decision checkpoint falls at this instant.
+
+        In event order (the counter tie-breaker), the pending job first: the
+        order :meth:`next_decision` would present them in if nothing else
+        happened at this instant (a decision may still preempt or stop a later
+        one, whose checkpoint then never comes).  For the cluster env's decision
+        epochs; O(running jobs).
+        """
+        if self._pending < 0:
+            return []
+        now, epochs, ckpt, last = self.now, self._epoch, self._ckpt, self.n_ckpt - 1
+        same = sorted(
+            (c, jid)
+            for t, c, jid, epoch in self._heap
+            if t == now and epoch == epochs[jid] and ckpt[jid] < last
+        )
+        return [self._pending, *(jid for _, jid in same)]
+
+    def jobs_in_system(self) -> tuple[list[int], list[int]]:
+        """Ids of the running and of the waiting jobs (ascending): what a platform sees."""
+        running: list[int] = []
+        waiting: list[int] = []
+        for jid, state in enumerate(self._state):
+            if state == RUNNING:
+                running.append(jid)
+            elif state == WAITING:
+                waiting.append(jid)
+        return running, waiting
+
     def cluster_metrics(self) -> dict[str, float]:
         """Preemptions, paid costs and deprioritisation metrics (:func:`.metrics.cluster_metrics`).
 

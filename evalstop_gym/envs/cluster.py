@@ -1,0 +1,235 @@
+"""``EvalStopCluster-v0``: the cluster as a platform sees it, one step per decision epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..errors import ConfigError
+from ..sim.config import MAX_JOBS
+from .evalstop import EvalStopEnv
+
+#: Per-slot fields the platform knows about a job besides its boundary fields.
+SLOT_FIELDS: tuple[str, ...] = ("present", "decide", "running", "deprioritized", "gpus")
+#: Upper bound of ``max_jobs`` (slots).
+MAX_SLOTS = 4096
+
+
+class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
+    """
+    ## Description
+
+    The cluster of `EvalStop-v0` seen whole.  A step is one *decision epoch*:
+    every job that reports an eval checkpoint at the same instant is decided
+    together, with the rest of the cluster (free GPUs, queue, the other running
+    and waiting jobs) in view.  The simulator, the episode drawn from a seed,
+    the rewards and the metrics are exactly those of `EvalStop-v0` (built with
+    `deprioritize=True`): this env drives one internally.
+
+    ## Action Space
+
+    `MultiDiscrete([3] * max_jobs)`: per slot, `0` continue, `1` stop and save
+    the best observed checkpoint, `2` deprioritise (see `Simulator.decide`).
+    Only slots with `decide = 1` act; every other slot's action is ignored.
+    `action_masks()` (the sb3-contrib `MaskablePPO` convention: a flat boolean
+    array of `3 * max_jobs`) allows only `0` on those slots.  Within an epoch
+    the decisions are applied in event order (the counter tie-breaker), as
+    `EvalStop-v0` would present them; a decision may preempt or stop a later
+    job of the same epoch, whose checkpoint then never comes and whose action
+    is dropped.  If more than `max_jobs` jobs decide at one instant, the
+    overflow continues.
+
+    ## Observation Space
+
+    A `Dict` of float32 `Box`es.  N is `max_jobs`; slots hold first the jobs
+    deciding now (event order), then the other running jobs, then the waiting
+    ones (each by job id, i.e. arrival order), then zeros.
+
+    | key | shape | meaning | min | max |
+    |---|---|---|---|---|
+    | `free_gpus` | (1,) | idle GPUs | 0 | num_gpus |
+    | `queue_length` | (1,) | jobs waiting for GPUs | 0 | 1e6 |
+    | `present` | (N,) | 1 if the slot holds a job | 0 | 1 |
+    | `decide` | (N,) | 1 if the job has a new checkpoint to decide on | 0 | 1 |
+    | `running` | (N,) | 1 running, 0 waiting | 0 | 1 |
+    | `deprioritized` | (N,) | 1 if it was deprioritised | 0 | 1 |
+    | `gpus` | (N,) | GPUs it is allocated or asks for | 0 | num_gpus |
+    | each of `obs_fields` | (N, width) | its `EvalStop-v0` field after its last checkpoint (a job yet to report has only `job_type`) | as in `EvalStop-v0` | |
+
+    Nothing hidden (hack label, true peak, true duration, noise-free curve)
+    and no clock: the absolute time would reveal durations.
+
+    ## Rewards
+
+    Those of `EvalStop-v0` (`reward`, `reward_timing`, `gpu_hour_price`,
+    `time_cost`, `quality_weight`), summed over the epoch's decisions: the
+    episode return is the same closed form.
+
+    ## Starting State, Episode End
+
+    As `EvalStop-v0`: `reset(seed=s)` draws the same episode as
+    `EvalStop-v0` with seed `s`; terminated when every job has ended, with
+    `info["episode_metrics"]`; no truncation.
+
+    ## Arguments
+
+    Every argument of `EvalStop-v0` except `deprioritize` and `render_mode`,
+    plus `max_jobs` (N, default 32, 1 to 4096).
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(self, max_jobs: int = 32, **env_kwargs: Any) -> None:
+        """Build the env; see the class docstring (Arguments)."""
+        for bad in ("deprioritize", "render_mode"):
+            if bad in env_kwargs:
+                raise ConfigError(bad, env_kwargs[bad], "not an argument of EvalStopCluster-v0")
+        if isinstance(max_jobs, bool) or not isinstance(max_jobs, int | np.integer):
+            raise ConfigError("max_jobs", max_jobs, f"an integer in [1, {MAX_SLOTS}]")
+        if not 1 <= max_jobs <= MAX_SLOTS:
+            raise ConfigError("max_jobs", max_jobs, f"an integer in [1, {MAX_SLOTS}]")
+        self.max_jobs = n = int(max_jobs)
+        self.inner = EvalStopEnv(deprioritize=True, **env_kwargs)
+        self.config = self.inner.config
+        g = float(self.config.num_gpus)
+        job_spaces = self.inner.observation_space.spaces
+        obs: dict[str, spaces.Space[Any]] = {
+            "free_gpus": spaces.Box(0.0, g, (1,), np.float32),
+            "queue_length": spaces.Box(0.0, float(MAX_JOBS), (1,), np.float32),
+            **{f: spaces.Box(0.0, 1.0, (n,), np.float32) for f in SLOT_FIELDS[:-1]},
+            "gpus": spaces.Box(0.0, g, (n,), np.float32),
+        }
+        for f, box in job_spaces.items():
+            assert isinstance(box, spaces.Box)
+            lo, hi = float(box.low.min()), float(box.high.max())
+            obs[f] = spaces.Box(lo, hi, (n, box.shape[0]), np.float32)
+        self.observation_space = spaces.Dict(obs)
+        self.action_space = spaces.MultiDiscrete(np.full(n, 3, dtype=np.int64))
+        self._epoch: list[int] = []  # jobs deciding now, in event order
+        self._obs: dict[str, np.ndarray] | None = None
+
+    # ----------------------------------------------------------------- gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Draw the episode ``EvalStop-v0`` draws from ``seed``; run to the first epoch."""
+        super().reset(seed=seed)
+        # Share the generator: the inner env then draws exactly what EvalStop-v0 would.
+        self.inner.np_random = self.np_random
+        self.inner._reset_row()
+        sim = self.inner.sim
+        assert sim is not None
+        self._epoch = sim.simultaneous_checkpoints()
+        return self._observe(), self._info(0)
+
+    def step(
+        self, action: Any
+    ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
+        """Apply the epoch's decisions in event order; run to the next epoch."""
+        if self._obs is None:
+            raise RuntimeError("step() called before reset(): call env.reset() first")
+        if not self._epoch:
+            raise RuntimeError("step() called after the episode ended: call env.reset()")
+        act = self._parse_action(action)
+        decisions = {jid: int(act[i]) for i, jid in enumerate(self._epoch[: self.max_jobs])}
+        inner, total, n = self.inner, 0.0, 0
+        while inner._jid is not None and inner._jid in decisions:
+            a = decisions.pop(inner._jid)
+            _, reward = inner._step_row(a if a == 2 else a == 1)
+            total += reward
+            n += 1
+        sim = inner.sim
+        assert sim is not None
+        self._epoch = sim.simultaneous_checkpoints()
+        info = self._info(n)
+        if inner._jid is None:
+            info["episode_metrics"] = inner.episode_metrics()
+            return self._observe(), total, True, False, info
+        return self._observe(), total, False, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Flat (3 N,) bool: all three actions on deciding slots, only continue elsewhere."""
+        mask = np.zeros((self.max_jobs, 3), dtype=bool)
+        mask[:, 0] = True
+        mask[: min(len(self._epoch), self.max_jobs), 1:] = True
+        return mask.reshape(-1)
+
+    # -------------------------------------------------------------- internals
+    def _parse_action(self, action: Any) -> np.ndarray:
+        """The action as an int array of shape (N,) with values in {0, 1, 2}, or ValueError."""
+        arr = np.asarray(action)
+        if arr.shape != (self.max_jobs,) or arr.dtype.kind not in "iu":
+            raise ValueError(
+                f"action={action!r} is not allowed: an integer array of shape ({self.max_jobs},)"
+            )
+        if arr.size and (arr.min() < 0 or arr.max() > 2):
+            raise ValueError(
+                f"action={action!r} is not allowed: per slot 0 (continue), 1 (stop), "
+                "2 (deprioritise)"
+            )
+        return arr
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        """The observation of the cluster now (zeros once the episode is over)."""
+        sim, inner, n = self.inner.sim, self.inner, self.max_jobs
+        assert sim is not None
+        obs = {k: np.zeros(box.shape, np.float32) for k, box in self.observation_space.items()}
+        self._obs = obs
+        if inner._jid is None:
+            return obs
+        running, waiting = sim.jobs_in_system()
+        obs["free_gpus"][0] = sim.free
+        obs["queue_length"][0] = len(waiting)
+        deciding = set(self._epoch)
+        order = [*self._epoch, *(j for j in running if j not in deciding), *waiting][:n]
+        running_set = set(running)
+        pending = self._epoch[0] if self._epoch else -1
+        for slot, jid in enumerate(order):
+            obs["present"][slot] = 1.0
+            obs["decide"][slot] = jid in deciding
+            obs["running"][slot] = jid in running_set
+            obs["deprioritized"][slot] = jid in sim.demoted
+            obs["gpus"][slot] = sim.batch.gpus[jid]
+            # The epoch's other jobs report their checkpoint at this very instant; the
+            # engine pops their events one decision at a time.
+            ckpt = sim.checkpoints_done(jid) + (jid in deciding and jid != pending)
+            if ckpt:
+                for f, value in inner._split(inner._row(jid, ckpt)).items():
+                    obs[f][slot] = value
+            elif "job_type" in obs:
+                obs["job_type"][slot, sim.batch.job_type[jid]] = 1.0
+        return obs
+
+    def _info(self, n_decided: int) -> dict[str, Any]:
+        """EvalStop-v0's info plus the epoch's size (no clock: see the class docstring)."""
+        info = self.inner._info()
+        del info["time_h"]
+        info["epoch_jobs"] = len(self._epoch)
+        info["decided"] = n_decided
+        return info
+
+
+def per_job_actions(
+    obs: Mapping[str, np.ndarray], act: Callable[[dict[str, np.ndarray]], int]
+) -> np.ndarray:
+    """A cluster action from a per-job stopper: ``act`` on each deciding slot's own observation.
+
+    ``act`` receives, per slot with ``decide = 1``, the dict of that slot's
+    ``EvalStop-v0`` fields (exactly the observation ``EvalStop-v0`` shows for
+    the job), so scripted policies run unchanged: ``per_job_actions(obs, policy.act)``.
+    """
+    n = len(obs["decide"])
+    out = np.zeros(n, dtype=np.int64)
+    fields = [k for k in obs if k not in SLOT_FIELDS and k not in ("free_gpus", "queue_length")]
+    for slot in np.flatnonzero(obs["decide"] > 0.5):
+        out[slot] = int(act({f: obs[f][slot] for f in fields}))
+    return out
+
