@@ -156,6 +156,7 @@ EXPERIMENTS: dict[str, str] = {
     "E7": "Real micro-RLHF curves vs synthetic curves",
     "E8": "Benchmark suite: normalised scores against Bayes / Oracle",
     "E11": "Heterogeneous GPU pools (A100/H100/V100), first-fit vs fastest placement",
+    "E10": "Stop vs deprioritise, and the costs of a real cluster",
 }
 
 SIGMAS = (0.01, 0.02, 0.05, 0.08, 0.12)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalstop_gym.fileio import atomic_open, atomic_write
+from evalstop_gym.sim.metrics import CLUSTER_METRIC_KEYS
 
 from .experiments import EVALSTOP, EXPERIMENTS, LOSSPLATEAU, NOSTOP, STOPAT, PolicySpec
 from .stats import fmt_ci, mean_ci, pct_change
@@ -43,6 +44,9 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "d_waste_pct",
     "d_gpu_hours_pct",
 )
+
+#: Summarised too for the cells whose rows hold them (E10: the cluster metrics).
+EXTRA_SUMMARY_METRICS: tuple[str, ...] = CLUSTER_METRIC_KEYS
 
 #: The paper's figures (SPEC section 7), in percent.
 PAPER_E1: tuple[tuple[PolicySpec, dict[str, float]], ...] = (
@@ -96,7 +100,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         first = rs[0]
         s: dict[str, Any] = {k: first[k] for k in (*ROW_KEY, "group", "policy")}
         s["seeds"] = len(rs)
-        for m in SUMMARY_METRICS:
+        extra = tuple(m for m in EXTRA_SUMMARY_METRICS if m in first)
+        for m in SUMMARY_METRICS + extra:
             mean, half, _ = mean_ci([float(r[m]) for r in rs])
             s[m] = mean
             s[f"{m}_ci95"] = half
@@ -507,6 +512,13 @@ def _e7_scores(summary: list[dict[str, Any]]) -> list[str]:
     return scores_section(summary)
 
 
+def _e10(summary: list[dict[str, Any]]) -> list[str]:
+    """E10's section, from its own module (imported here, not at start: it imports this one)."""
+    from .e10 import e10_section
+
+    return e10_section(summary)
+
+
 #: Each experiment's section of REPORT.md; an experiment not listed gets the generic table.
 #: A new experiment module adds its own: ``SECTIONS["E8"] = my_section``.
 SECTIONS: dict[str, Section] = {
@@ -519,4 +531,5 @@ SECTIONS: dict[str, Section] = {
     "E7": _e7,
     "E7 scores": _e7_scores,
     "E11": _e11,
+    "E10": _e10,
 }

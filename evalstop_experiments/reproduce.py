@@ -1,4 +1,4 @@
-"""``evalstop-gym reproduce``: the paper's experiments E1-E7, end to end.
+"""``evalstop-gym reproduce``: the paper's experiments E1-E7 and E10, end to end.
 
 Runs every (cell, seed) through :func:`baselines.evaluate`'s code path on a
 local process pool or Ray (:class:`evalstop_gym.parallel.Executor`), writes
@@ -148,7 +148,7 @@ Stage = Callable[[Path, ReproduceOptions, Plan], None]
 
 def scripted_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     """E1-E5: the scripted policies on the synthetic workload."""
-    special = {"E6", "E7", "E8", "E11"}
+    special = {"E6", "E7", "E8", "E10", "E11"}
     chosen = None if opts.experiments is None else [e for e in opts.experiments if e not in special]
     if chosen != []:
         plan.cells += build_cells(opts.overrides, chosen)
@@ -247,6 +247,14 @@ def pools_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
         plan.cells += e11.e11_cells(opts.overrides)
 
 
+def deprioritisation_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E10: EvalStop vs Deprioritize across schedulers and loads, and the cluster's costs."""
+    from . import e10
+
+    if opts.wants("E10"):
+        plan.cells += e10.e10_cells(opts.overrides, quick=opts.quick)
+
+
 #: The stages of a run, in order.  A new experiment appends its own.
 STAGES: list[Stage] = [
     scripted_stage,
@@ -255,6 +263,7 @@ STAGES: list[Stage] = [
     real_scores_stage,
     suite_stage,
     pools_stage,
+    deprioritisation_stage,
 ]
 
 
