@@ -60,10 +60,19 @@ def _is_union(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (typing.Union, types.UnionType)
 
 
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
 def _parser(name: str, kind: type, optional: bool) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
         if optional and text.strip().lower() in ("none", "null"):
             return None
+        if kind is bool:  # bool("false") is True: read the word instead
+            if text.strip().lower() not in _BOOLS:
+                raise argparse.ArgumentTypeError(
+                    f"--{name.replace('_', '-')} takes true or false, not {text!r}"
+                )
+            return _BOOLS[text.strip().lower()]
         try:
             return kind(text)
         except ValueError:

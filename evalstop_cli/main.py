@@ -99,6 +99,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         learned=False if args.no_learned else None,
         train_timesteps=args.train_timesteps,
         real_curves=False if args.no_real_curves else None,
+        deprioritisation=False if args.no_deprioritisation else None,
         curves=args.corpus,
     )
     res = reproduce(args.out, options)
@@ -153,6 +154,9 @@ def add_reproduce_parser(sub: Any) -> None:
         "--train-timesteps", type=int, default=None, help="E6 budget per model (20k quick, 300k)"
     )
     r.add_argument("--no-real-curves", action="store_true", help="skip E7 (no micro-RLHF corpus)")
+    r.add_argument(
+        "--no-deprioritisation", action="store_true", help="skip E10 (stop vs deprioritise, costs)"
+    )
     r.add_argument(
         "--corpus",
         default=None,

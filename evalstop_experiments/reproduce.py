@@ -55,6 +55,7 @@ class ReproduceOptions:
         train_timesteps: E6's training budget per model.
         real_curves: Run E7 (None: if selected by ``experiments``).
         curves: E7's corpus (JSONL); generated into ``OUT/curves`` if None.
+        deprioritisation: Run E10 (None: if selected by ``experiments``).
     """
 
     quick: bool = False
@@ -73,6 +74,7 @@ class ReproduceOptions:
     train_timesteps: int | None = None
     real_curves: bool | None = None
     curves: str | None = None
+    deprioritisation: bool | None = None
 
     def __post_init__(self) -> None:
         """Normalise sequences to tuples and refuse fewer than two seeds."""
@@ -251,7 +253,7 @@ def deprioritisation_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> Non
     """E10: EvalStop vs Deprioritize across schedulers and loads, and the cluster's costs."""
     from . import e10
 
-    if opts.wants("E10"):
+    if opts.wants("E10", opts.deprioritisation):
         plan.cells += e10.e10_cells(opts.overrides, quick=opts.quick)
 
 

@@ -61,11 +61,12 @@ def test_every_env_argument_is_a_flag_with_a_type_from_its_annotation() -> None:
     hints = typing.get_type_hints(EvalStopEnv.__init__)
     for name in env_parameters():
         kind, optional = flag_type(hints[name])
-        assert kind in (str, int, float)
+        assert kind in (str, int, float, bool)
         assert optional == (type(None) in typing.get_args(hints[name]))
     assert flag_type(int | None) == (int, True)
     assert flag_type(str | list[str] | None) == (str, True)
     assert flag_type(float) == (float, False)
+    assert flag_type(bool) == (bool, False)
 
 
 def test_help_lists_the_allowed_values(capsys) -> None:
@@ -100,3 +101,15 @@ def test_benchmark_refuses_an_unknown_workload_naming_the_allowed_ones(capsys) -
     assert main(["benchmark", "--seeds", "2", "--workers", "1", "--workload", "1e3"]) == 2
     err = capsys.readouterr().err
     assert "workload" in err and "1e3" in err and "heavy-rlhf" in err
+
+
+def test_bool_and_cost_flags(capsys) -> None:
+    assert _parse("--deprioritize", "true", "--restore-h", "0.1", "--costs", "realistic") == {
+        "deprioritize": True,
+        "restore_h": 0.1,
+        "costs": "realistic",
+    }
+    assert _parse("--deprioritize", "no") == {"deprioritize": False}
+    with pytest.raises(SystemExit):
+        _parse("--deprioritize", "maybe")
+    assert "--deprioritize takes true or false" in capsys.readouterr().err

@@ -24,6 +24,7 @@ TINY = {
     "workers": 1,
     "learned": False,
     "real_curves": False,
+    "deprioritisation": False,
 }
 
 
