@@ -114,6 +114,8 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.observation_space = spaces.Dict(obs)
         self.action_space = spaces.MultiDiscrete(np.full(n, 3, dtype=np.int64))
         self._epoch: list[int] = []  # jobs deciding now, in event order
+        #: Column of the job-type one-hot in a job's row (-1 without job_type).
+        self._type_col = next((a for f, a, _ in self.inner._slices if f == "job_type"), -1)
         self._obs: dict[str, np.ndarray] | None = None
 
     # ----------------------------------------------------------------- gym API
@@ -178,34 +180,43 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return arr
 
     def _observe(self) -> dict[str, np.ndarray]:
-        """The observation of the cluster now (zeros once the episode is over)."""
+        """The observation of the cluster now (zeros once the episode is over).
+
+        Built in two fresh buffers: the slot fields (5, N) and the jobs' rows
+        (N, row width), each observation key a view of one of them.
+        """
         sim, inner, n = self.inner.sim, self.inner, self.max_jobs
         assert sim is not None
-        obs = {k: np.zeros(box.shape, np.float32) for k, box in self.observation_space.items()}
+        head = np.zeros(2 + len(SLOT_FIELDS) * n, np.float32)
+        slots = head[2:].reshape(len(SLOT_FIELDS), n)
+        rows = np.zeros((n, inner._row_width), np.float32)
+        obs = {"free_gpus": head[0:1], "queue_length": head[1:2]}
+        obs.update(zip(SLOT_FIELDS, slots))
+        obs.update((f, rows[:, a:b]) for f, a, b in inner._slices)
         self._obs = obs
         if inner._jid is None:
             return obs
         running, waiting = sim.jobs_in_system()
-        obs["free_gpus"][0] = sim.free
-        obs["queue_length"][0] = len(waiting)
-        deciding = set(self._epoch)
-        order = [*self._epoch, *(j for j in running if j not in deciding), *waiting][:n]
-        running_set = set(running)
-        pending = self._epoch[0] if self._epoch else -1
+        head[0], head[1] = sim.free, len(waiting)
+        epoch = self._epoch
+        deciding = set(epoch)
+        order = [*epoch, *(j for j in running if j not in deciding), *waiting][:n]
+        m, k = len(order), min(len(epoch), n)
+        slots[0, :m] = 1.0
+        slots[1, :k] = 1.0
+        slots[2, : min(len(running), m)] = 1.0  # deciding jobs run, and come first
+        if sim.demoted:
+            slots[3, :m] = [jid in sim.demoted for jid in order]
+        gpus, types = sim.batch.gpus, sim.batch.job_type
+        slots[4, :m] = gpus[order]
         for slot, jid in enumerate(order):
-            obs["present"][slot] = 1.0
-            obs["decide"][slot] = jid in deciding
-            obs["running"][slot] = jid in running_set
-            obs["deprioritized"][slot] = jid in sim.demoted
-            obs["gpus"][slot] = sim.batch.gpus[jid]
             # The epoch's other jobs report their checkpoint at this very instant; the
             # engine pops their events one decision at a time.
-            ckpt = sim.checkpoints_done(jid) + (jid in deciding and jid != pending)
+            ckpt = sim.checkpoints_done(jid) + (0 < slot < k)
             if ckpt:
-                for f, value in inner._split(inner._row(jid, ckpt)).items():
-                    obs[f][slot] = value
-            elif "job_type" in obs:
-                obs["job_type"][slot, sim.batch.job_type[jid]] = 1.0
+                rows[slot] = inner._row(jid, ckpt)
+            elif self._type_col >= 0:
+                rows[slot, self._type_col + types[jid]] = 1.0
         return obs
 
     def _info(self, n_decided: int) -> dict[str, Any]:

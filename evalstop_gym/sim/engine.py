@@ -186,6 +186,7 @@ class Simulator:
         self.now = 0.0
         self.free = self.num_gpus
         self.n_in_system = 0
+        self._in_system: dict[int, None] = {}  # ids of the jobs in the system (for the cluster env)
         self.n_done = 0
         self.n_events = 0
         self.n_decisions = 0
@@ -563,7 +564,9 @@ class Simulator:
         """Ids of the running and of the waiting jobs (ascending): what a platform sees."""
         running: list[int] = []
         waiting: list[int] = []
-        for jid, state in enumerate(self._state):
+        state_of = self._state
+        for jid in sorted(self._in_system):
+            state = state_of[jid]
             if state == RUNNING:
                 running.append(jid)
             elif state == WAITING:
@@ -620,6 +623,7 @@ class Simulator:
     def _arrive(self, jid: int) -> None:
         """A job enters the system: the platform learns its public numbers."""
         self.n_in_system += 1
+        self._in_system[jid] = None
         self._views[jid] = SchedulingView(
             jid, self._gpus[jid], self._arrival[jid], self._estimate[jid], self.n_ckpt
         )
@@ -793,6 +797,7 @@ class Simulator:
         self._epoch[jid] += 1
         self.free += self._gpus[jid]
         self.n_in_system -= 1
+        del self._in_system[jid]
         self.n_done += 1
         self._finished.append(jid)
         self._log("stop" if stopped else "complete", jid)
