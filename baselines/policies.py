@@ -33,7 +33,7 @@ class Policy(Protocol):
         ...
 
     def act(self, obs: Obs) -> int:
-        """The decision on the job in ``obs``: 0 continue, 1 stop and save."""
+        """The decision on the job in ``obs``: 0 continue, 1 stop and save (2 deprioritise)."""
         ...
 
 
@@ -66,6 +66,7 @@ class NoStop:
         return 0
 
     def __repr__(self) -> str:
+        """Class name."""
         return "NoStop()"
 
 
@@ -73,6 +74,7 @@ class EvalStop:
     """The paper's detector: stop after ``k`` consecutive eval declines."""
 
     def __init__(self, k: int = 2) -> None:
+        """Stop after ``k`` consecutive eval declines."""
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ConfigError("k", k, "an integer >= 1")
         self.k = k
@@ -87,6 +89,7 @@ class EvalStop:
         return int(_need(obs, "consecutive_declines", self.name)[0] + 0.5 >= self.k)
 
     def __repr__(self) -> str:
+        """Class name and k."""
         return f"EvalStop(k={self.k})"
 
 
@@ -121,6 +124,7 @@ class StopAtProgress:
     """
 
     def __init__(self, threshold: float = 0.65, job_types: tuple[str, ...] = ("rlhf",)) -> None:
+        """Stop jobs of ``job_types`` at declared progress ``threshold``."""
         if not isinstance(threshold, int | float) or not 0.0 < threshold <= 1.0:
             raise ConfigError("threshold", threshold, "a progress in (0, 1]")
         bad = [t for t in job_types if t not in JOB_TYPES]
@@ -142,6 +146,7 @@ class StopAtProgress:
         return int(job_type in self._type_idx and progress >= self.threshold - 1e-6)
 
     def __repr__(self) -> str:
+        """Class name and parameters."""
         return f"StopAtProgress({self.threshold:g}, job_types={self.job_types})"
 
 
@@ -154,6 +159,7 @@ class LossPlateau:
     """
 
     def __init__(self, window: int = 3, tolerance: float = 0.02) -> None:
+        """Stop when the loss fell by less than ``tolerance`` over ``window`` checkpoints."""
         if not isinstance(window, int) or isinstance(window, bool) or window < 1:
             raise ConfigError("window", window, "an integer >= 1")
         if not isinstance(tolerance, int | float) or tolerance < 0:
@@ -176,6 +182,7 @@ class LossPlateau:
         return int((before - now) / before < self.tolerance)
 
     def __repr__(self) -> str:
+        """Class name and parameters."""
         return f"LossPlateau(window={self.window}, tolerance={self.tolerance:g})"
 
 

@@ -147,4 +147,3 @@ def e10_section(summary: list[dict[str, Any]]) -> list[str]:
         *_costs_table(summary),
         "",
     ]
-

@@ -29,7 +29,7 @@ def _check_cluster(sim: Simulator) -> None:
     """GPU conservation, and no waiting job that fits is kept out by a deprioritised one."""
     jobs = [sim.job(j) for j in range(sim.n_jobs)]
     running = sum(j.gpus for j in jobs if j.state == RUNNING)
-    assert 0 <= sim.free and sim.free + running == sim.num_gpus
+    assert sim.free >= 0 and sim.free + running == sim.num_gpus
     demoted_held = sum(j.gpus for j in jobs if j.state == RUNNING and j.jid in sim.demoted)
     for j in jobs:
         if j.state == WAITING and j.jid not in sim.demoted:

@@ -243,4 +243,3 @@ def per_job_actions(
     for slot in np.flatnonzero(obs["decide"] > 0.5):
         out[slot] = int(act({f: obs[f][slot] for f in fields}))
     return out
-

@@ -520,9 +520,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             arr = np.asarray(action)
             if arr.size == 1 and arr.dtype.kind in "iub" and int(arr.item()) in (0, 1):
                 return int(arr.item()) == 1
-            if arr.size == 1 and arr.dtype.kind in "iu" and int(arr.item()) == 2:
-                if self.deprioritize:
-                    return 2
+            if self.deprioritize and arr.size == 1 and arr.dtype.kind in "iu" and arr.item() == 2:
+                return 2
         allowed = "0 (continue) or 1 (stop and save)"
         if self.deprioritize:
             allowed = "0 (continue), 1 (stop and save) or 2 (deprioritise)"
