@@ -104,3 +104,15 @@ def test_env_action_2_and_the_deprioritize_policy() -> None:
     assert e["n_deprioritized"] == 0 and e["n_stopped"] > 0
     # The same detector: the jobs it demotes are the ones EvalStop stops.
     assert d["n_deprioritized"] == e["n_stopped"]
+
+
+def test_deprioritisation_is_refused_on_pools_for_now() -> None:
+    from evalstop_gym.envs import EvalStopEnv
+    from evalstop_gym.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="deprioritize"):
+        EvalStopEnv(pools="a100=32,h100=32", deprioritize=True)
+    sim = Simulator(SimConfig(pools="a100=32,h100=32", n_jobs=10), seed=0)
+    sim.next_decision()
+    with pytest.raises(ConfigError, match="pools"):
+        sim.decide(DEPRIORITIZE)

@@ -764,7 +764,9 @@ class Simulator:
         """
         if self.config.pools is not None:
             # The pooled engine schedules per pool and has no demoted-job pass yet.
-            raise ConfigError("pools", self.config.pools, "None to deprioritise (not supported yet)")
+            raise ConfigError(
+                "pools", self.config.pools, "None to deprioritise (not supported yet)"
+            )
         if jid not in self.demoted:
             if not self.demoted:
                 self.scheduler = _Deprioritizing(self.scheduler, self.demoted)
