@@ -71,7 +71,8 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     ## Starting State, Episode End
 
-    As `EvalStop-v0`: `reset(seed=s)` draws the same episode as
+    As `EvalStop-v0` (`info["episode_metrics"]` without undefined metrics):
+    `reset(seed=s)` draws the same episode as
     `EvalStop-v0` with seed `s`; terminated when every job has ended, with
     `info["episode_metrics"]`; no truncation.
 
@@ -153,7 +154,7 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._epoch = sim.simultaneous_checkpoints()
         info = self._info(n)
         if inner._jid is None:
-            info["episode_metrics"] = inner.episode_metrics()
+            info["episode_metrics"] = inner._info_metrics()
             return self._observe(), total, True, False, info
         return self._observe(), total, False, False, info
 
