@@ -630,10 +630,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         if sim is None or not sim.done:
             raise RuntimeError("episode_metrics() needs a finished episode")
         m: dict[str, float | None] = {k: None if v != v else v for k, v in sim.metrics().items()}
-        m = sim.metrics()
         if self.deprioritize or any(self.config.resolved_costs()):
             # Only then: the default env's metric keys are pinned by the golden fixture.
-            m.update(sim.cluster_metrics())
+            m.update((k, None if v != v else v) for k, v in sim.cluster_metrics().items())
         parts = {
             "quality": self._quality,
             "gpu_cost": self._gpu_cost,
