@@ -39,7 +39,9 @@ MONITOR_KEYWORDS = (
 HYPERPARAMS_DIR = Path(__file__).with_name("hyperparams")
 ALGOS: tuple[str, ...] = ("a2c", "dqn", "ppo")
 #: Keys of a zoo file that are not keyword arguments of the SB3 algorithm.
-ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs")
+ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "env_wrapper")
+#: Training-env wrappers a zoo file may name (``env_wrapper``), by RL Zoo's dotted path.
+ENV_WRAPPERS: tuple[str, ...] = ("evalstop_gym.envs.wrappers.JobEpisodes",)
 #: The environment id the zoo files configure.
 ZOO_ENV_ID = "EvalStop-v0"
 
@@ -133,8 +135,12 @@ def train(
     env_kwargs = {**zoo.get("env_kwargs", {}), **(env_kwargs or {})}
     out, log_dir = _output_paths(out)
     flatten = policy == "mlp"
-    venv, eval_env = _make_envs(env_kwargs, n_envs, seed, flatten, subproc, log_dir, vec=vec)
     hp = {**load_hyperparams(algo), **(hyperparams or {})}
+    # ``{"env_wrapper": null}`` in the overrides trains on whole cluster episodes.
+    wrapper = _env_wrapper(hp.pop("env_wrapper", zoo.get("env_wrapper")), vec)
+    venv, eval_env = _make_envs(
+        env_kwargs, n_envs, seed, flatten, subproc, log_dir, vec=vec, wrapper=wrapper
+    )
     model = _make_model(algo, hp, venv, seed, flatten, verbose, tensorboard, log_dir)
     callback = _eval_callback(
         eval_env, seed + EVAL_SEED_OFFSET, eval_freq, n_envs, eval_episodes, log_dir, keep_best
@@ -167,6 +173,7 @@ def train(
             "train_seconds": seconds,
             "seed": seed,
             "n_envs": n_envs,
+            "env_wrapper": wrapper,
             "hyperparams": hp,
             "label": label,
             "learning_curve": curve,
@@ -227,11 +234,14 @@ def _make_envs(
     log_dir: Path,
     *,
     vec: str = "dummy",
+    wrapper: str | None = None,
 ) -> tuple[Any, Any]:
     """The training vector env (with Monitor logs) and the one-env evaluation vector env.
 
     ``vec="native"`` trains on N simulators batched in one process
-    (:mod:`baselines.native_vec`) instead of N wrapped envs.
+    (:mod:`baselines.native_vec`) instead of N wrapped envs.  ``wrapper``
+    (:data:`ENV_WRAPPERS`) wraps the training envs only: the periodic evaluation
+    always plays whole cluster episodes, the score the model is selected by.
     """
     from gymnasium.wrappers import FlattenObservation
     from stable_baselines3.common.env_util import make_vec_env
@@ -239,6 +249,7 @@ def _make_envs(
 
     wrap = FlattenObservation if flatten else None
     make_env = functools.partial(_make_env, env_kwargs)  # picklable for SubprocVecEnv
+    make_train_env = functools.partial(_make_env, env_kwargs, wrapper)
     if vec == "native":
         from .native_vec import make_native_venv
 
@@ -247,12 +258,13 @@ def _make_envs(
         venv = make_native_venv(n_envs, seed, flatten, env_kwargs, monitor, MONITOR_KEYWORDS)
     else:
         venv = make_vec_env(
-            make_env,
+            make_train_env,
             n_envs=n_envs,
             seed=seed,
             wrapper_class=wrap,
             monitor_dir=str(log_dir / "monitor"),
-            monitor_kwargs={"info_keywords": MONITOR_KEYWORDS},
+            # A job episode has no cluster metrics to log.
+            monitor_kwargs={"info_keywords": () if wrapper else MONITOR_KEYWORDS},
             vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
         )
     eval_env = make_vec_env(make_env, n_envs=1, seed=seed + EVAL_SEED_OFFSET, wrapper_class=wrap)
@@ -381,14 +393,31 @@ class _PolicyPredictor:
         return np.array([self.policy.act(r) for r in rows], dtype=np.int64), state
 
 
-def _make_env(env_kwargs: dict[str, Any]) -> Any:
-    """EvalStop-v0 with the episode metrics lifted into info, so Monitor can log them."""
+def _make_env(env_kwargs: dict[str, Any], wrapper: str | None = None) -> Any:
+    """EvalStop-v0 with the episode metrics lifted into info, so Monitor can log them.
+
+    With ``wrapper`` (:data:`ENV_WRAPPERS`), EvalStop-v0 inside that wrapper instead.
+    """
     import gymnasium as gym
 
     import evalstop_gym  # noqa: F401
-    from evalstop_gym.envs.wrappers import EpisodeMetricsInfo
+    from evalstop_gym.envs import wrappers
 
-    return EpisodeMetricsInfo(gym.make("EvalStop-v0", **env_kwargs))
+    env = gym.make("EvalStop-v0", **env_kwargs)
+    if wrapper is not None:
+        return getattr(wrappers, wrapper.rpartition(".")[2])(env)
+    return wrappers.EpisodeMetricsInfo(env)
+
+
+def _env_wrapper(name: str | None, vec: str) -> str | None:
+    """Check a zoo file's ``env_wrapper`` (None, or one of :data:`ENV_WRAPPERS`)."""
+    if name is None:
+        return None
+    if name not in ENV_WRAPPERS:
+        raise ValueError(f"env_wrapper={name!r} is not allowed: one of {list(ENV_WRAPPERS)}")
+    if vec != "dummy":
+        raise ValueError(f"env_wrapper={name!r} needs vec='dummy' (got vec={vec!r})")
+    return name
 
 
 def _has_progress_bar() -> bool:

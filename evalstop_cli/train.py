@@ -2,6 +2,7 @@
 
     evalstop-gym train --algo dqn --timesteps 300000 --out models/dqn.zip \\
         --eval-noise 0.12 --obs-fields job_type,evals,consecutive_declines
+    evalstop-gym train --algo ppo --task hard-0.05 --out models/ppo-hard-0.05.zip
 """
 
 from __future__ import annotations
@@ -57,8 +58,22 @@ def add_train_parser(sub: Any) -> None:
         default=None,
         help="JSON overrides, e.g. '{\"gamma\": 0.99}'",
     )
+    t.add_argument(
+        "--task",
+        default=None,
+        help="train on a benchmark task (e.g. hard-0.05: evalstop_gym.suite_task's env "
+        "arguments); environment flags given too override it",
+    )
     add_env_arguments(t)
     t.set_defaults(func=cmd_train)
+
+
+def train_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The env arguments of ``train``: the ``--task``'s, overridden by the env flags given."""
+    from evalstop_gym import suite_task
+
+    task = suite_task(args.task) if args.task else {}
+    return {**task, **env_kwargs_from_args(args)}
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -72,7 +87,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         n_envs=args.n_envs,
         seed=args.seed,
         policy=args.policy,
-        env_kwargs=env_kwargs_from_args(args),
+        env_kwargs=train_env_kwargs(args),
         eval_freq=args.eval_freq,
         progress=not args.no_progress,
         tensorboard=args.tensorboard,

@@ -147,24 +147,36 @@ def tuned_stoppers(kw: dict[str, Any], val_seeds: Sequence[int]) -> dict[str, Po
     }
 
 
-def play(kw: dict[str, Any], seed: int, policy: Policy | None) -> dict[str, float]:
-    """One episode of ``policy`` (None: the privileged Oracle) with its utility and metrics."""
+def stop_positions(record: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(end − true-peak progress of each hacking run, end progress of each healthy run)."""
+    end = record.ckpt_done / record.n_ckpt
+    hack = record.hacking.astype(bool)
+    return end[hack] - record.peak_progress[hack], end[~hack]
+
+
+def play(kw: dict[str, Any], seed: int, policy: Policy | None) -> dict[str, Any]:
+    """One episode of ``policy`` (None: the privileged Oracle): utility, metrics, stop positions.
+
+    ``stop_positions`` holds :func:`stop_positions` of the episode.
+    """
     env = gym.make("EvalStop-v0", disable_env_checker=True, **kw)
     obs, _ = env.reset(seed=seed)
     sim = env.unwrapped.sim  # type: ignore[attr-defined]
     oracle = Oracle(sim, kw["gpu_hour_price"]) if policy is None else None
     if policy is not None:
         policy.reset()
-    done, info = False, {}
+    done = False
     while not done:
         action = oracle.act_pending() if oracle is not None else policy.act(obs)  # type: ignore[union-attr]
         obs, _, done, _, info = env.step(action)
     # The env leaves an undefined metric out of info: rows are numeric, so NaN.
-    m: dict[str, float] = dict.fromkeys(METRIC_KEYS, math.nan)
+    m: dict[str, Any] = dict.fromkeys(METRIC_KEYS, math.nan)
     m.update(info["episode_metrics"])
+    record = sim.record()
+    m["stop_positions"] = stop_positions(record)
     m.update(
         honest_metrics(
-            sim.record(),
+            record,
             sim.curves.obs_eval,
             kw["gpu_hour_price"],
             sim.deliver_best,
@@ -225,11 +237,21 @@ def run_task(
     val_seeds: Sequence[int] = VALIDATION_SEEDS,
     n_jobs: int | None = None,
     curves: str | None = None,
+    positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows (one per stopper) of one task at one price: score, CI, ΔJCT and metrics."""
+    """Rows (one per stopper) of one task at one price: score, CI, ΔJCT and metrics.
+
+    ``positions``, if given, receives each stopper's stop positions pooled over
+    seeds under ``(task, factor, stopper)`` (see :func:`stop_positions`).
+    """
     kw = env_kwargs(task, factor, n_jobs, curves)
     stoppers = stoppers_for(task, kw, factor, val_seeds)
     runs = {name: [play(kw, s, pol) for s in seeds] for name, pol in stoppers.items()}
+    if positions is not None:
+        for name, rs in runs.items():
+            positions[(task, factor, name)] = tuple(  # type: ignore[assignment]
+                np.concatenate([r["stop_positions"][i] for r in rs]) for i in (0, 1)
+            )
     ref = "Oracle" if kw.get("curves") else "Bayes"
     u0 = [r["utility"] for r in runs["NoStop"]]
     uref = [r["utility"] for r in runs[ref]]
@@ -294,8 +316,12 @@ def run_e8(
     curves: str | None = None,
     val_seeds: Sequence[int] = VALIDATION_SEEDS,
     progress: Callable[[str], None] | None = None,
+    positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every (task, price) of the suite; a corpus task (``micro-rlhf``) joins if ``curves``."""
+    """Every (task, price) of the suite; a corpus task (``micro-rlhf``) joins if ``curves``.
+
+    ``positions``: see :func:`run_task`.
+    """
     tasks = list(tasks) + (["micro-rlhf"] if curves and "micro-rlhf" not in tasks else [])
     rows: list[dict[str, Any]] = []
     for task in tasks:
@@ -304,7 +330,7 @@ def run_e8(
                 progress(f"E8 {task} at {f:g}x price")
             # a shipped corpus task keeps its own corpus; ``curves`` is micro-rlhf's
             own = None if task in PACKAGED_TASKS else curves
-            rows += run_task(task, f, seeds, val_seeds, n_jobs, own)
+            rows += run_task(task, f, seeds, val_seeds, n_jobs, own, positions)
     return rows
 
 
@@ -349,9 +375,13 @@ SCORE_LEGEND = (
 
 
 def write_scores(
-    out: str | Path, rows: Sequence[dict[str, Any]], stem: str, title: str
+    out: str | Path,
+    rows: Sequence[dict[str, Any]],
+    stem: str,
+    title: str,
+    figures: Sequence[Path] = (),
 ) -> list[Path]:
-    """Write ``<stem>.csv`` (every column) and ``<stem>.md`` (the score table) into ``out``."""
+    """Write ``<stem>.csv`` (every column) and ``<stem>.md`` (the table, ``figures`` below it)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out / f"{stem}.csv", out / f"{stem}.md"
@@ -359,13 +389,19 @@ def write_scores(
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    md_path.write_text(f"# {title}\n\n{SCORE_LEGEND}\n\n" + markdown_table(rows))
+    md_path.write_text(
+        f"# {title}\n\n{SCORE_LEGEND}\n\n"
+        + markdown_table(rows)
+        + "".join(f"\n![{p.stem}]({p.name})\n" for p in figures)
+    )
     return [csv_path, md_path]
 
 
-def write_e8(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
-    """Write ``E8.csv`` (every column) and ``E8.md`` (the suite table) into ``out``."""
-    return write_scores(out, rows, "E8", "E8: the benchmark suite")
+def write_e8(
+    out: str | Path, rows: Sequence[dict[str, Any]], figures: Sequence[Path] = ()
+) -> list[Path]:
+    """Write ``E8.csv`` (every column) and ``E8.md`` (the suite table, ``figures`` below it)."""
+    return write_scores(out, rows, "E8", "E8: the benchmark suite", figures)
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
@@ -416,5 +452,23 @@ def reproduce_e8(
     n = seeds if seeds is not None else E8_SEEDS["quick" if quick else "default"]
     tasks = ("hard-0.12",) if quick else SUITE_TASKS
     jobs = n_jobs if n_jobs is not None else (100 if quick else None)
-    rows = run_e8(tasks, range(n), n_jobs=jobs, curves=curves)
-    return write_e8(out, rows)
+    positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] = {}
+    rows = run_e8(tasks, range(n), n_jobs=jobs, curves=curves, positions=positions)
+    figures = stop_position_figures(out, positions)
+    return write_e8(out, rows, figures) + figures
+
+
+def stop_position_figures(
+    out: str | Path, positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]]
+) -> list[Path]:
+    """``OUT/E8_stops_<task>.png``: where every stopper ends runs, per task at 1x price."""
+    from .plots import plot_stop_positions
+
+    paths = []
+    for task in dict.fromkeys(t for t, _, _ in positions):
+        per = {name: pos for (t, f, name), pos in positions.items() if t == task and f == 1.0}
+        if per:
+            path = Path(out) / f"E8_stops_{task}.png"
+            title = f"E8 {task} (1x price): where each stopper ends runs, pooled over seeds"
+            paths.append(plot_stop_positions(per, path, title))
+    return paths

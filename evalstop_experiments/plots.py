@@ -219,3 +219,48 @@ def make_plots(out: Path, summary: list[dict[str, Any]], env_kwargs: dict[str, A
         paths.append(plot_k(summary, out / "e5_k.png"))
     paths.append(plot_example_curves(env_kwargs, 0, out / "example_curves.png"))
     return paths
+
+
+def plot_stop_positions(
+    positions: dict[str, tuple[np.ndarray, np.ndarray]], path: Path, title: str = ""
+) -> Path:
+    """Where each stopper ends runs: one row per stopper, two panels; to ``path``.
+
+    ``positions[name] = (hack_offsets, healthy_progress)``: for every hacking run,
+    its end progress minus its true-peak progress (0 = at the peak, < 0 before
+    it, > 0 the share of the run wasted after it); for every healthy run its end
+    progress (1 = left alone).  An exploit like "stop everything at 0.6" shows
+    as healthy runs piled at 0.6.  The share of healthy runs stopped is printed
+    beside each row.
+    """
+    names = list(positions)
+    fig = Figure(figsize=(10, 0.45 * len(names) + 1.6), constrained_layout=True)
+    hack_ax, healthy_ax = fig.subplots(1, 2, sharey=True)
+    ys = np.arange(len(names))
+    hack = [np.asarray(positions[n][0], dtype=float) for n in names]
+    healthy = [np.asarray(positions[n][1], dtype=float) for n in names]
+    _strips(hack_ax, hack, ys, "#d62728")
+    _strips(healthy_ax, healthy, ys, "#1f77b4")
+    hack_ax.axvline(0.0, color="black", lw=1)
+    hack_ax.set_yticks(ys, names, fontsize=8)
+    hack_ax.invert_yaxis()
+    hack_ax.set_xlabel("hacking runs: end progress − true-peak progress")
+    healthy_ax.set_xlabel("healthy runs: end progress (1 = not stopped)")
+    healthy_ax.set_xlim(0.0, 1.12)
+    for y, h in zip(ys, healthy):
+        stopped = float(np.mean(h < 1.0)) if len(h) else float("nan")
+        healthy_ax.annotate(f"{100 * stopped:.0f}% stopped", (1.01, y), fontsize=7, va="center")
+    for ax in (hack_ax, healthy_ax):
+        ax.grid(alpha=0.3, axis="x")
+    fig.suptitle(title or "Where each stopper ends runs")
+    return _save(fig, path)
+
+
+def _strips(ax: Any, data: list[np.ndarray], ys: np.ndarray, color: str) -> None:
+    """A jittered strip of points per row with its median marked."""
+    rng = np.random.default_rng(0)  # fixed jitter: the same data give the same image
+    for y, x in zip(ys, data):
+        if not len(x):
+            continue
+        ax.scatter(x, y + rng.uniform(-0.3, 0.3, len(x)), s=4, alpha=0.35, color=color, lw=0)
+        ax.plot([np.median(x)] * 2, [y - 0.38, y + 0.38], color="black", lw=1.5)

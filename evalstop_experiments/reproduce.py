@@ -238,7 +238,9 @@ def suite_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     files = e8.reproduce_e8(
         out, quick=opts.quick, seeds=opts.seeds, n_jobs=opts.n_jobs, curves=corpus
     )
-    plan.header["E8"] = f"the benchmark suite's normalised scores: {files[-1].name}"
+    plan.header["E8"] = f"the benchmark suite's normalised scores: {files[1].name}" + (
+        f"; where each stopper stops: {', '.join(p.name for p in files[2:])}" if files[2:] else ""
+    )
 
 
 def pools_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:

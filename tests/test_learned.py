@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from baselines import EvalStop, evaluate
+from baselines import EvalStop, NoStop, evaluate
 from baselines.learned import Learned, read_meta
 from baselines.train import (
     ALGOS,
@@ -189,3 +189,46 @@ def test_zoo_policy_kwargs_are_read_as_literals_only(tmp_path: Path, monkeypatch
     monkeypatch.setattr(train_module, "HYPERPARAMS_DIR", tmp_path)
     with pytest.raises(ValueError, match=r"ppo.yml: policy_kwargs=.* is not allowed"):
         load_zoo_config("ppo")
+
+
+def _stochastic_return(model, kw: dict, seeds: range) -> float:
+    """Mean episode return of the model's stochastic policy (the one PPO optimises)."""
+    import torch
+
+    torch.manual_seed(0)
+    total = 0.0
+    for seed in seeds:
+        env = EvalStopEnv(**kw)
+        obs, _ = env.reset(seed=seed)
+        done = False
+        while not done:
+            action = int(model.predict(obs, deterministic=False)[0])
+            obs, r, done, _, _ = env.step(action)
+            total += r
+    return total / len(seeds)
+
+
+@pytest.mark.slow
+def test_ppo_with_the_shipped_defaults_improves_on_its_initial_policy(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    from evalstop_gym.suite import suite_task
+
+    kw = {**suite_task("hard-0.05"), "n_jobs": 20}
+    res = train(
+        tmp_path / "ppo.zip",
+        timesteps=6000,
+        n_envs=2,
+        seed=100,
+        env_kwargs=kw,
+        eval_freq=10**9,
+        progress=False,
+        keep_best=False,
+    )
+    # Same seed, same spaces, same hyperparameters: the very weights training started from.
+    initial = PPO("MultiInputPolicy", EvalStopEnv(**kw), seed=100, **load_hyperparams("ppo"))
+    test = range(3)  # test episodes; training saw seeds 100, 101 and their successors
+    before = _stochastic_return(initial, kw, test)
+    after = _stochastic_return(res.model, kw, test)
+    nostop = np.mean([r["return"] for r in evaluate(NoStop(), test, **kw)])
+    assert after > before + 0.5 * (nostop - before), (before, after, nostop)

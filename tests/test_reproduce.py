@@ -76,6 +76,8 @@ def test_tiny_reproduce_end_to_end(tmp_path: Path) -> None:
     assert {r["reference"] for r in e8_rows} == {"Bayes"}
     assert {r["stopper"] for r in e8_rows} >= {"NoStop", "Bayes", "Oracle", "CUSUM (tuned)"}
     assert "normalised" in (tmp_path / "E8.md").read_text().lower()
+    assert (tmp_path / "E8_stops_hard-0.12.png").stat().st_size > 0
+    assert "(E8_stops_hard-0.12.png)" in (tmp_path / "E8.md").read_text()
     report = (tmp_path / "REPORT.md").read_text()
     for exp in ("E1", "E2", "E3", "E4", "E5"):
         assert f"## {exp}" in report

@@ -280,3 +280,22 @@ def test_first_eval_gate() -> None:
     assert gate.act(_obs([0.1, 0.2] + [0.6] * 8, 0.5)) == 0  # first evals low
     assert gate.act(_obs(high, 0.5, job_type=0)) == 0  # RLHF only
     assert np.allclose(gate.first_evals(_obs(high, 0.5)), [0.4, 0.5])
+
+
+def test_stop_positions_on_a_hand_built_record(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from evalstop_experiments.e8 import stop_positions
+    from evalstop_experiments.plots import plot_stop_positions
+
+    rec = SimpleNamespace(
+        n_ckpt=10,
+        ckpt_done=np.array([4, 10, 6, 10]),
+        hacking=np.array([1, 1, 0, 0]),
+        peak_progress=np.array([0.5, 0.3, 0.0, 0.0]),
+    )
+    hack, healthy = stop_positions(rec)
+    np.testing.assert_allclose(hack, [-0.1, 0.7])
+    np.testing.assert_allclose(healthy, [0.6, 1.0])
+    path = plot_stop_positions({"a": (hack, healthy), "b": (hack[:0], healthy)}, tmp_path / "s.png")
+    assert path.stat().st_size > 0

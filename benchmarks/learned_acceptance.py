@@ -1,0 +1,168 @@
+"""Acceptance of the learned stoppers (issue 11): one command, the figures printed.
+
+    python benchmarks/learned_acceptance.py [--tasks hard-0.05,hard-0.12,paper-0.12]
+        [--train-seeds 3] [--timesteps N] [--algo ppo] [--test-seeds 10] [--workers 2]
+
+For each task, ``--train-seeds`` models are trained with ``baselines.train.train``
+and the shipped defaults of ``hyperparams/<algo>.yml`` (only the budget may be
+changed, with ``--timesteps``) on the task's env arguments (``suite_task``).
+Training seeds start at :data:`TRAIN_SEED_BASE`, so no training or validation
+episode is a test episode (E8 tests on seeds ``0..n-1`` and tunes the floors
+on 1000..1005).  Every model then plays E8's test seeds beside E8's stoppers
+(``e8.EXTRA_STOPPERS``) at 1x the suite's price, and the command prints
+
+* each model's normalised score (0 = NoStop, 1 = the Bayes stopper) with its
+  95 % paired bootstrap CI over test seeds;
+* the mean over training seeds: the score of the seed-averaged utility with its
+  bootstrap CI over test seeds, and the spread over training seeds (min..max);
+* the targets: on ``hard-0.05`` the learned mean beats EvalStop(k=2) and the
+  tuned StopAt-p; mean score >= 0.75 on ``hard-0.05`` and >= 0.6 on
+  ``hard-0.12`` while the tuned floors stay <= 0.5;
+* the number of training seeds, the budget and the wall time;
+
+and writes ``OUT/E8_stops_<task>.png`` (where every stopper, learned ones
+included, ends runs).  Targets live here, not in the tests.  Exit status 1 if one
+is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines.learned import Learned
+from baselines.train import train
+from evalstop_experiments import e8
+from evalstop_gym.parallel import Executor
+from evalstop_gym.suite import suite_task
+
+#: Training seeds are TRAIN_SEED_BASE + 100 k: far from the test and validation seeds.
+TRAIN_SEED_BASE = 100
+#: The issue's targets: minimum mean normalised score per task, maximum for the floors.
+SCORE_TARGETS = {"hard-0.05": 0.75, "hard-0.12": 0.6}
+FLOOR_MAX = 0.5
+
+
+def train_one(job: tuple[str, int, str, int | None, str]) -> tuple[str, int, str, float]:
+    """Train one model; (task, k, model path, wall seconds)."""
+    task, k, algo, timesteps, out = job
+    t0 = time.perf_counter()
+    path = Path(out) / f"{algo}-{task}-seed{k}.zip"
+    if path.exists() and Path(f"{path}.sha256").exists():  # a rerun scores what it trained
+        return task, k, str(path), 0.0
+    res = train(
+        path,
+        algo=algo,
+        timesteps=timesteps,
+        seed=TRAIN_SEED_BASE + 100 * k,
+        env_kwargs=suite_task(task),
+        progress=False,
+        label=f"{algo.upper()} seed {k}",
+    )
+    return task, k, str(res.path), time.perf_counter() - t0
+
+
+def score_task(
+    task: str, models: list[str], test_seeds: int, n_jobs: int | None, out: Path
+) -> dict[str, Any]:
+    """Run E8 on ``task`` at 1x with the models as extra stoppers; the rows by stopper."""
+    names = [f"learned #{k}" for k in range(len(models))]
+    e8.EXTRA_STOPPERS.clear()
+    for name, path in zip(names, models):
+        e8.EXTRA_STOPPERS[name] = partial(_load, path)
+    positions: dict = {}
+    kw_rows = e8.run_task(task, 1.0, range(test_seeds), n_jobs=n_jobs, positions=positions)
+    e8.EXTRA_STOPPERS.clear()
+    e8.stop_position_figures(out, positions)
+    return {"rows": {r["stopper"]: r for r in kw_rows}, "names": names}
+
+
+def _load(path: str, task: str, kw: dict[str, Any]) -> Learned:
+    return Learned(path)
+
+
+def report(task: str, result: dict[str, Any]) -> tuple[float, bool]:
+    """Print one task's table; (mean learned score, targets met)."""
+    rows, names = result["rows"], result["names"]
+    print(f"\n{task} (1x price, {rows['NoStop']['seeds']} test seeds; score 1 = Bayes)")
+    for name, r in rows.items():
+        print(
+            f"  {name:16s} score {r['score']:6.3f} [{r['score_lo']:6.3f}, {r['score_hi']:6.3f}]"
+            f"  utility {r['utility']:8.3f}  {r['params'][:60]}"
+        )
+    scores = np.array([rows[n]["score"] for n in names])
+    mean = float(scores.mean())
+    half = _t_half_width(scores)
+    print(
+        f"  learned mean over {len(names)} training seeds: {mean:.3f} ± {half:.3f} "
+        f"(95 % t-interval over seeds; min {scores.min():.3f}, max {scores.max():.3f})"
+    )
+    floors = max(rows["StopAt (tuned)"]["score"], rows["Gate (tuned)"]["score"])
+    ok = True
+    if task == "hard-0.05":
+        beats = mean > rows["EvalStop(k=2)"]["score"] and mean > rows["StopAt (tuned)"]["score"]
+        print(f"  beats EvalStop(k=2) and tuned StopAt-p: {'yes' if beats else 'NO'}")
+        ok &= beats
+    if task in SCORE_TARGETS:
+        hit = mean >= SCORE_TARGETS[task]
+        print(
+            f"  target mean >= {SCORE_TARGETS[task]}: {'met' if hit else 'MISSED'} "
+            f"(gap to Bayes {1 - mean:.3f}); floors {floors:.3f} "
+            f"({'<=' if floors <= FLOOR_MAX else '>'} {FLOOR_MAX})"
+        )
+        ok &= hit
+    return mean, ok
+
+
+def _t_half_width(x: np.ndarray) -> float:
+    """Half-width of the 95 % t-interval of the mean of ``x`` (NaN for one value)."""
+    from scipy import stats
+
+    if len(x) < 2:
+        return float("nan")
+    return float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train, score and print; exit status 1 if a target is missed."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", default="hard-0.05,hard-0.12,paper-0.12")
+    ap.add_argument("--train-seeds", type=int, default=3)
+    ap.add_argument("--timesteps", type=int, default=None, help="default: the zoo file's")
+    ap.add_argument("--algo", default="ppo")
+    ap.add_argument("--test-seeds", type=int, default=10)
+    ap.add_argument("--n-jobs", type=int, default=100, help="jobs per test episode")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--out", default="results-learned", help="models and figures; existing models are reused"
+    )
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = args.tasks.split(",")
+    t0 = time.perf_counter()
+    jobs = [
+        (t, k, args.algo, args.timesteps, str(out)) for t in tasks for k in range(args.train_seeds)
+    ]
+    trained = Executor(workers=args.workers).map(train_one, jobs)
+    train_wall = time.perf_counter() - t0
+    ok = True
+    for task in tasks:
+        models = [p for t, _, p, _ in sorted(trained) if t == task]
+        _, task_ok = report(task, score_task(task, models, args.test_seeds, args.n_jobs, out))
+        ok &= task_ok
+    print(
+        f"\n{args.algo}: {args.train_seeds} training seeds per task, budget "
+        f"{args.timesteps or 'zoo default'} steps; training wall {train_wall:.0f} s "
+        f"({args.workers} workers), total wall {time.perf_counter() - t0:.0f} s"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
