@@ -232,3 +232,15 @@ def test_ppo_with_the_shipped_defaults_improves_on_its_initial_policy(tmp_path: 
     after = _stochastic_return(res.model, kw, test)
     nostop = np.mean([r["return"] for r in evaluate(NoStop(), test, **kw)])
     assert after > before + 0.5 * (nostop - before), (before, after, nostop)
+
+
+def test_cli_train_on_a_task_with_ppo_trains_on_job_episodes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ppo.zip"
+    args = ["train", "--task", "hard-0.05", "--n-jobs", "8", "--out", str(out)]
+    args += ["--timesteps", "600", "--n-envs", "1", "--eval-freq", "600", "--no-progress"]
+    assert main(args) == 0 and "saved" in capsys.readouterr().out
+    meta = read_meta(out)
+    assert meta["env_kwargs"]["calibration"] == "hard"
+    assert meta["env_kwargs"]["eval_noise"] == 0.05 and meta["env_kwargs"]["n_jobs"] == 8
+    assert meta["env_wrapper"] == "evalstop_gym.envs.wrappers.JobEpisodes"
+    assert meta["hyperparams"]["gamma"] == 1.0
