@@ -330,7 +330,8 @@ def run_e8(
                 progress(f"E8 {task} at {f:g}x price")
             # a shipped corpus task keeps its own corpus; ``curves`` is micro-rlhf's
             own = None if task in PACKAGED_TASKS else curves
-            rows += run_task(task, f, seeds, val_seeds, n_jobs, own, positions)
+            extra = {} if positions is None else {"positions": positions}
+            rows += run_task(task, f, seeds, val_seeds, n_jobs, own, **extra)
     return rows
 
 
