@@ -148,6 +148,10 @@ def test_time_h_gives_the_true_duration_unless_step_times_jitter() -> None:
     assert np.allclose(est, true, rtol=1e-9)  # the hole, with jitter off (paper's figures)
     est, true = _checkpoint_gaps(JITTERED)
     assert np.median(np.abs(est / true - 1)) > 0.1
+    est, true = _checkpoint_gaps("hard")  # on in the benchmark's hard regime
+    assert np.median(np.abs(est / true - 1)) > 0.1
+    est, true = _checkpoint_gaps("realistic")
+    assert np.allclose(est, true, rtol=1e-9)
 
 
 def test_jitter_keeps_each_jobs_run_time_and_the_closed_form() -> None:

@@ -91,7 +91,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     * `info["time_h"]` is the cluster clock.  With checkpoints evenly spaced in
       time, K times the gap between two consecutive checkpoints of a running
       job is its true duration.  The calibration's `step_time_jitter` (a
-      log-sd; 0 in `paper` and `realistic`, so their figures do not move)
+      log-sd; 0.3 in `hard`, 0 in `paper` and `realistic`, so their figures
+      do not move)
       spreads each job's checkpoints unevenly in time, keeping its total run
       time, so one gap no longer gives the duration.
     * Without `progress` in `obs_fields`, the number of filled slots of the

@@ -169,7 +169,9 @@ REALISTIC = replace(
 #: to saturating), and a hacking run turns down only after an onset at 20-85 % of
 #: the run, losing 0.5-1.0 of its gain by the end.  Before the onset the label is not in the curve at all, as in
 #: the micro-RLHF corpus, whose early evals predict the label with AUC 0.5-0.6.
-#: 20 checkpoints (a realistic cadence); LoRA/DPO as in ``realistic``.
+#: 20 checkpoints (a realistic cadence); LoRA/DPO as in ``realistic``.  Step times
+#: jitter (log-sd 0.3, issue 14), so ``info["time_h"]`` does not give a job's true
+#: duration as K x one gap; ``paper`` and ``realistic`` keep evenly spaced checkpoints.
 HARD = replace(
     REALISTIC,
     name="hard",
@@ -177,6 +179,7 @@ HARD = replace(
     rlhf_tau=(0.6, 3.0),
     hack_onset=(0.2, 0.85),
     hack_drop=(0.5, 1.0),
+    step_time_jitter=0.3,
 )
 
 CALIBRATIONS: dict[str, Calibration] = {c.name: c for c in (PAPER, REALISTIC, HARD)}
