@@ -93,6 +93,17 @@ def plot_schedulers(summary: list[dict[str, Any]], path: Path) -> Path:
     return _save(fig, path)
 
 
+def _errorbars(ax, x, rows, metric: str, scale: float = 1.0, **style: Any) -> None:
+    """Plot ``scale * rows[metric]`` against ``x`` with its 95 % CI (a missing CI: no bar)."""
+    ax.errorbar(
+        x,
+        [scale * s[metric] for s in rows],
+        yerr=np.nan_to_num([scale * s[f"{metric}_ci95"] for s in rows]),
+        capsize=3,
+        **style,
+    )
+
+
 def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
     """E5: detection and waste against the decline threshold k."""
     rows = [s for s in summary if s["experiment"] == "E5" and s["policy_kind"] == EVALSTOP.kind]
@@ -101,39 +112,24 @@ def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
     fig = Figure(figsize=(11, 3.8), constrained_layout=True)
     a1, a2 = fig.subplots(1, 2)
     for metric, label in (("precision", "precision"), ("recall", "recall"), ("fpr", "FPR")):
-        a1.errorbar(
-            k,
-            [100 * s[metric] for s in rows],
-            yerr=np.nan_to_num([100 * s[f"{metric}_ci95"] for s in rows]),
-            marker="o",
-            capsize=3,
-            label=label,
-        )
+        _errorbars(a1, k, rows, metric, 100, marker="o", label=label)
     a1.set_xlabel("k (consecutive declines)")
     a1.set_ylabel("%")
     a1.legend()
     a1.grid(alpha=0.3)
-    a2.errorbar(
+    _errorbars(
+        a2,
         k,
-        [s["detection_delay_evals"] for s in rows],
-        yerr=np.nan_to_num([s["detection_delay_evals_ci95"] for s in rows]),
+        rows,
+        "detection_delay_evals",
         marker="s",
-        capsize=3,
         color="#9467bd",
         label="detection delay (evals)",
     )
     a2.set_xlabel("k")
     a2.set_ylabel("evals after the true peak")
     a3 = a2.twinx()
-    a3.errorbar(
-        k,
-        [s["d_waste_pct"] for s in rows],
-        yerr=np.nan_to_num([s["d_waste_pct_ci95"] for s in rows]),
-        marker="^",
-        capsize=3,
-        color="#ff7f0e",
-        label="Δwaste %",
-    )
+    _errorbars(a3, k, rows, "d_waste_pct", marker="^", color="#ff7f0e", label="Δwaste %")
     a3.set_ylabel("Δwaste vs NoStop (%)")
     a2.legend(loc="upper left", fontsize=8)
     a3.legend(loc="upper right", fontsize=8)
