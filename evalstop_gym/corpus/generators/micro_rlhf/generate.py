@@ -41,6 +41,7 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
+from evalstop_gym.corpus.generators import summary_line
 from evalstop_gym.fileio import atomic_open, atomic_savefig, atomic_write
 from evalstop_gym.parallel import Executor
 
@@ -386,12 +387,7 @@ def run(args: argparse.Namespace) -> int:
             timings=timings,
         )
         elapsed = time.perf_counter() - started
-        n_hack = sum(bool(t.label) for t in traces)
-        print(
-            f"{len(traces)} runs in {elapsed:.1f} s ({np.mean(timings):.2f} s per run on one core, "
-            f"median {np.median(timings):.2f} s); {n_hack} hacking "
-            f"({100 * n_hack / len(traces):.1f}%); wrote {out / TRACES_FILE}"
-        )
+        print(summary_line(traces, elapsed, timings, out / TRACES_FILE))
         return 0
     if args.curves_command == "fit":
         traces = read_traces(args.traces)

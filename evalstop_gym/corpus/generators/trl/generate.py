@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from evalstop_gym.corpus.format import CurveTrace, write_traces
+from evalstop_gym.corpus.generators import summary_line
 from evalstop_gym.parallel import Executor
 
 #: The swept hyperparameters and their values (see module docstring).
@@ -175,16 +176,7 @@ def run_cli(args: Any) -> int:
         timings=timings,
     )
     elapsed = time.perf_counter() - started
-    n_hack = sum(bool(t.label) for t in traces)
-    per_run = (
-        f"{np.mean(timings):.1f} CPU s per trained run (median {np.median(timings):.1f})"
-        if timings
-        else "all runs reused"
-    )
-    print(
-        f"{len(traces)} TRL runs in {elapsed:.1f} s wall; {per_run}; {n_hack} hacking "
-        f"({100 * n_hack / len(traces):.1f}%); wrote {Path(args.out) / TRACES_FILE}"
-    )
+    print(summary_line(traces, elapsed, timings, Path(args.out) / TRACES_FILE, "TRL runs"))
     return 0
 
 
