@@ -513,8 +513,11 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     def _parse_action(self, action: Any) -> bool | int:
         """True to stop, False to continue, 2 to deprioritise (with ``deprioritize=True``)."""
         if type(action) is int or isinstance(action, np.integer):  # the fast, common path
-            if action == 0 or action == 1:
-                return action == 1
+            # Plain bools out: an np.bool_ decision would make every later comparison slow.
+            if action == 0:
+                return False
+            if action == 1:
+                return True
             if action == 2 and self.deprioritize:
                 return 2
         else:

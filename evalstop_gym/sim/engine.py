@@ -467,7 +467,11 @@ class Simulator:
         self._pending = -1
         self.n_decisions += 1
         if stop:
-            if stop is not True and (stop == DEPRIORITIZE or stop == "deprioritize"):
+            # Compare with the name only for strings: comparing a NumPy scalar with
+            # a str costs microseconds.
+            if stop is not True and (
+                stop == DEPRIORITIZE or (isinstance(stop, str) and stop == "deprioritize")
+            ):
                 self._deprioritize(jid)
                 return
             self._finish_job(jid, stopped=True)
