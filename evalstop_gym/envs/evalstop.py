@@ -344,6 +344,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             self._slices.append((f, start, start + widths[f]))
             start += widths[f]
         self._row_width = start
+        self._field_slices = tuple((f, slice(a, b)) for f, a, b in self._slices)
         self.sim: Simulator | None = None
         self._true: list[list[float]] = []
         self._jid: int | None = None  # the job awaiting the agent's decision
@@ -586,7 +587,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
 
     def _split(self, row: np.ndarray) -> dict[str, np.ndarray]:
         """The observation dict of a row: one view of ``row`` per field."""
-        return {f: row[a:b] for f, a, b in self._slices}
+        return {f: row[s] for f, s in self._field_slices}
 
     def _build_block(self, index: int) -> np.ndarray:
         """Tabulate the observation rows of the index-th block of jobs."""

@@ -175,12 +175,14 @@ class Simulator:
         self._init_columns()
         # Per-job step-time jitter, on its own stream (child 3 of the seed): with jitter 0
         # nothing is drawn, and the other streams are the same with or without jitter.
-        frac = step_time_fractions(
-            len(self._duration),
-            self.n_ckpt,
-            self.calibration.step_time_jitter,
-            np.random.default_rng(np.random.SeedSequence(seed).spawn(4)[3]),
-        )
+        jitter = self.calibration.step_time_jitter
+        frac = None
+        if jitter:  # a generator costs tens of microseconds: build it only when drawn from
+            # SeedSequence(seed).spawn(4)[3], without building children 0-2 again.
+            child = np.random.SeedSequence(seed, spawn_key=(3,))
+            frac = step_time_fractions(
+                len(self._duration), self.n_ckpt, jitter, np.random.default_rng(child)
+            )
         #: Cumulative work fraction at each checkpoint per job (None: evenly spaced, i / K).
         self.step_frac: list[list[float]] | None = None if frac is None else frac.tolist()
         self.now = 0.0
@@ -215,6 +217,9 @@ class Simulator:
         self._next_arrival_t = self._arrivals[0][0] if self._arrivals else math.inf
         self._heap: list[tuple[float, int, int, int]] = []  # (time, counter, jid, epoch)
         self._counter = len(self._arrivals)
+        # An arrival that fits with no job waiting starts without a scheduling pass
+        # (the pooled engine places jobs in its own pass, so it always runs one).
+        self._direct_start = type(self)._schedule is Simulator._schedule
 
     def _draw_episode(self, seed: int | None) -> tuple[JobBatch, Curves]:
         """Draw the jobs and their curves from the configured workload."""
@@ -632,6 +637,11 @@ class Simulator:
             jid, self._gpus[jid], self._arrival[jid], self._estimate[jid], self.n_ckpt
         )
         self._log("arrival", jid)
+        if self._direct_start and not self._n_waiting and self._gpus[jid] <= self.free:
+            # What enqueue + schedule would do: the only waiting job fits, so it
+            # starts at once (and nothing else could change in that pass).
+            self._start(jid)
+            return
         self._enqueue(jid)
         self._schedule()
 
