@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from evalstop_gym.sim.config import SimConfig
 from evalstop_gym.sim.engine import Simulator
+from evalstop_gym.sim.metrics import linear_percentiles
 from evalstop_gym.sim.workloads import step_time_fractions
 
 SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
@@ -66,3 +67,19 @@ def test_numpy_decisions_mean_what_python_ones_mean(decision: object, state: str
     sim.decide(decision)
     assert (jid in sim.demoted) == (state == "demoted")
     assert sim.job(jid).stopped == (state == "stopped")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(-1e9, 1e9, allow_nan=False) | st.sampled_from([0.0, -0.0, 1.5, 1e-300]),
+        min_size=1,
+        max_size=300,
+    ),
+    percents=st.lists(st.integers(0, 100), min_size=1, max_size=4),
+)
+def test_linear_percentiles_equal_numpys_bit_for_bit(values: list[float], percents) -> None:
+    x = np.array(values)
+    ours = linear_percentiles(x, tuple(percents))
+    theirs = np.percentile(x, percents).tolist()
+    assert [v.hex() for v in ours] == [v.hex() for v in theirs]

@@ -22,6 +22,7 @@ Definitions (positive = a hacking run; flagged = stopped by the policy):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +98,33 @@ def _mean(x: np.ndarray) -> float:
     return float(_sum(x)) / x.size if x.size else float("nan")
 
 
+def linear_percentiles(x: np.ndarray, percents: tuple[int, ...]) -> list[float]:
+    """``np.percentile(x, percents).tolist()`` (method "linear") of a NaN-free 1-D array, bit for bit.
+
+    The same float operations as NumPy's (virtual index (n - 1) q, its floor,
+    then ``_lerp``'s two-sided interpolation), so the same bits, without the
+    ~20 array operations NumPy spends per call on a few hundred values.
+    """
+    n = x.size
+    if n == 0:
+        raise ValueError("percentiles of an empty array")
+    s = np.sort(x).tolist()
+    if 0.0 in s:
+        # 0.0 and -0.0 tie, and which one NumPy's partition leaves where is its own.
+        return np.percentile(x, percents).tolist()
+    out = []
+    for p in percents:
+        v = (n - 1) * (p / 100)
+        # At or past the last index NumPy takes the last value on both sides, with
+        # its index -1 in the weight.
+        i, j, lo = (-1, -1, -1.0) if v >= n - 1 else (int(v), int(v) + 1, float(math.floor(v)))
+        a, b = s[i], s[j]
+        gamma = v - lo
+        diff = b - a
+        out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
+    return out
+
+
 def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
     """Compute the flat metrics dict of one finished episode."""
     if np.isnan(r.finish).any():
@@ -120,8 +148,7 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
     regret = r.true_eval.max(axis=1) - delivered_q
     makespan = float(r.finish.max() - r.arrival.min())
     gpu_hours = float(_sum(r.gpu_hours))
-    # One call for both percentiles: np.percentile's cost is mostly per call.
-    p50, p95 = np.percentile(jct, [50, 95]).tolist()
+    p50, p95 = linear_percentiles(jct, (50, 95))
     m: dict[str, float] = {
         "n_jobs": float(n),
         "n_hacking": float(_count(hack)),
