@@ -457,7 +457,8 @@ class Simulator:
                 self.decision_checkpoint = i
                 return jid
             self._finish_job(jid, stopped=False)
-            self._schedule()
+            if self._n_waiting:
+                self._schedule()
 
     def decide(self, stop: Any) -> None:
         """Apply the decision for the pending job.
@@ -480,7 +481,8 @@ class Simulator:
                 self._deprioritize(jid)
                 return
             self._finish_job(jid, stopped=True)
-            self._schedule()
+            if self._n_waiting:  # a pass with nobody waiting does nothing
+                self._schedule()
             return
         # The hot path: _push_next_checkpoint and _push_running, inlined.
         if self.step_frac is None:
@@ -636,7 +638,8 @@ class Simulator:
         self._views[jid] = SchedulingView(
             jid, self._gpus[jid], self._arrival[jid], self._estimate[jid], self.n_ckpt
         )
-        self._log("arrival", jid)
+        if self.events is not None:
+            self._log("arrival", jid)
         if self._direct_start and not self._n_waiting and self._gpus[jid] <= self.free:
             # What enqueue + schedule would do: the only waiting job fits, so it
             # starts at once (and nothing else could change in that pass).
@@ -816,7 +819,8 @@ class Simulator:
         del self._in_system[jid]
         self.n_done += 1
         self._finished.append(jid)
-        self._log("stop" if stopped else "complete", jid)
+        if self.events is not None:
+            self._log("stop" if stopped else "complete", jid)
 
     def _schedule(self) -> None:
         """Start waiting jobs in key order while they fit; preempt if allowed."""
