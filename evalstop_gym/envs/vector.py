@@ -4,8 +4,9 @@
 builds :class:`EvalStopVectorEnv`.  Where Gymnasium's ``SyncVectorEnv`` steps N
 wrapped environments and stacks N observation dicts, this one drives N
 :class:`~evalstop_gym.envs.EvalStopEnv` cores directly and writes each one's
-tabulated observation row into one preallocated (N, D) float32 buffer; the
-batch observation is a dict of column views of (a copy of) that buffer.
+tabulated observation row into one (N, D) float32 array (one C call a step:
+``bytearray.join`` of the contiguous rows); the batch observation is that
+array, or a dict of column views of it.
 
 Episodes, rewards and observations are exactly those of N single envs seeded
 ``seed, seed + 1, ...`` (tested).  Autoreset follows Gymnasium's default,
@@ -90,6 +91,9 @@ class EvalStopVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.render_mode = None
         self._buf = np.zeros((num_envs, width), np.float32)
+        self._empty = bytearray()
+        self._step_rows = [env._step_row for env in self.envs]
+        self._field_slices = first._field_slices
         self._zero_row = np.zeros(width, np.float32)  # the terminal observation
         self._autoreset = [False] * num_envs
         self._started = False
@@ -105,12 +109,13 @@ class EvalStopVectorEnv(VectorEnv):
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed: {len(seeds)} seeds given for {self.num_envs} envs")
-        for i, (env, s) in enumerate(zip(self.envs, seeds)):
+        rows = []
+        for env, s in zip(self.envs, seeds):
             gym.Env.reset(env, seed=s)  # seeds its np_random as env.reset(seed=s) does
-            self._buf[i] = env._reset_row()
+            rows.append(env._reset_row())
         self._autoreset = [False] * self.num_envs
         self._started = True
-        return self._observation(), {}
+        return self._batch(rows), {}
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One decision per sub-environment (0 continue, 1 stop), next-step autoreset."""
@@ -126,48 +131,54 @@ class EvalStopVectorEnv(VectorEnv):
             raise ValueError(f"actions={actions!r}: every action is 0 (continue) or 1 (stop)")
         autoreset = self._autoreset
         rows: list[np.ndarray] = []
+        append = rows.append
         rewards = [0.0] * self.num_envs
-        terminated = [False] * self.num_envs
+        terminated = np.zeros(self.num_envs, dtype=bool)
         infos: dict[str, Any] = {}
-        for i, env in enumerate(self.envs):
+        for i, step_row in enumerate(self._step_rows):
             if autoreset[i]:
-                rows.append(env._reset_row())
+                append(self.envs[i]._reset_row())
                 autoreset[i] = False
                 continue
-            row, rewards[i] = env._step_row(stops[i] == 1)
+            row, rewards[i] = step_row(stops[i] == 1)
             if row is not None:
-                rows.append(row)
+                append(row)
                 continue
             terminated[i] = True
+            env = self.envs[i]
             metrics = {"episode_metrics": env._info_metrics()}
             if self.same_step:
                 final = self._single(self._zero_row.copy())
                 infos = self._add_info(infos, {"final_obs": final, "final_info": metrics}, i)
-                rows.append(env._reset_row())
+                append(env._reset_row())
             else:
                 infos = self._add_info(infos, metrics, i)
-                rows.append(self._zero_row)
+                append(self._zero_row)
                 autoreset[i] = True
-        # One C call for the whole batch instead of N row assignments.
-        np.concatenate(rows, out=self._buf.reshape(-1))
         return (
-            self._observation(),
+            self._batch(rows),
             np.array(rewards),
-            np.array(terminated),
+            terminated,
             np.zeros(self.num_envs, dtype=bool),
             infos,
         )
 
+    def _batch(self, rows: list[np.ndarray]) -> Any:
+        """The batch observation of the rows: a Box, or a dict of column views (per ``flatten``)."""
+        if self.copy:
+            # A fresh, writable (N, D) array in one C call: bytearray.join reads each
+            # row through the buffer protocol, cheaper than concatenate + copy.
+            buf = np.frombuffer(self._empty.join(rows), np.float32).reshape(self._buf.shape)
+        else:
+            buf = self._buf
+            np.concatenate(rows, out=buf.reshape(-1))
+        if self.flatten:
+            return buf
+        return {f: buf[:, s] for f, s in self._field_slices}
+
     def _single(self, row: np.ndarray) -> Any:
         """One sub-environment's observation from its row."""
         return row if self.flatten else {f: row[a:b] for f, a, b in self._slices}
-
-    def _observation(self) -> Any:
-        """The batch observation: the buffer (or a copy), as a Box or a dict of column views."""
-        buf = self._buf.copy() if self.copy else self._buf
-        if self.flatten:
-            return buf
-        return {f: buf[:, a:b] for f, a, b in self._slices}
 
     def close_extras(self, **kwargs: Any) -> None:
         """Close every sub-environment."""
