@@ -16,11 +16,11 @@ SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
 
 
 class _AlwaysSchedulingPass(Simulator):
-    """The engine with every arrival going through enqueue + a scheduling pass."""
+    """The engine with every arrival going through enqueue + a full scheduling pass."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._direct_start = False
+        self._lean_arrivals = False
 
 
 def _episode(cls: type[Simulator], cfg: SimConfig, seed: int, stop_seed: int):

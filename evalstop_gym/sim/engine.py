@@ -219,7 +219,7 @@ class Simulator:
         self._counter = len(self._arrivals)
         # An arrival that fits with no job waiting starts without a scheduling pass
         # (the pooled engine places jobs in its own pass, so it always runs one).
-        self._direct_start = type(self)._schedule is Simulator._schedule
+        self._lean_arrivals = type(self)._schedule is Simulator._schedule
 
     def _draw_episode(self, seed: int | None) -> tuple[JobBatch, Curves]:
         """Draw the jobs and their curves from the configured workload."""
@@ -640,13 +640,41 @@ class Simulator:
         )
         if self.events is not None:
             self._log("arrival", jid)
-        if self._direct_start and not self._n_waiting and self._gpus[jid] <= self.free:
-            # What enqueue + schedule would do: the only waiting job fits, so it
-            # starts at once (and nothing else could change in that pass).
-            self._start(jid)
-            return
-        self._enqueue(jid)
-        self._schedule()
+        if not self._lean_arrivals:
+            self._enqueue(jid)
+            self._schedule()
+        elif self._gpus[jid] <= self.free:
+            if self._n_waiting:
+                self._enqueue(jid)
+                self._schedule()
+            else:
+                # What enqueue + schedule would do: the only waiting job fits, so it
+                # starts at once (and nothing else could change in that pass).
+                self._start(jid)
+        else:
+            self._enqueue(jid)
+            if not self._arrival_pass_is_idle(jid):
+                self._schedule()
+
+    def _arrival_pass_is_idle(self, jid: int) -> bool:
+        """Whether a scheduling pass after job ``jid`` queued (too big for the free GPUs) does nothing.
+
+        Before an arrival the cluster is stable: no waiting job fits the free
+        GPUs and the best waiting one cannot preempt (every pass ends so, and
+        :meth:`decide` runs one whenever a key change could undo it).  The
+        arrival changes neither the free GPUs nor the running jobs, and it
+        cannot start itself, so a pass can only act if the newcomer is the new
+        best waiting job of a preemptive scheduler, or for deprioritised jobs
+        (their own preemption rule).
+        """
+        if self.demoted:
+            return False
+        if not self.preemptive:
+            return True
+        if self._n_waiting == 1:
+            return False  # the newcomer is the best waiting job
+        top = self._top if self._top_valid else self._waiting_top()
+        return top[1] != jid
 
     def _enqueue(self, jid: int) -> None:
         self._state[jid] = WAITING
