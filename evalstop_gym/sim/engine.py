@@ -217,8 +217,8 @@ class Simulator:
         self._next_arrival_t = self._arrivals[0][0] if self._arrivals else math.inf
         self._heap: list[tuple[float, int, int, int]] = []  # (time, counter, jid, epoch)
         self._counter = len(self._arrivals)
-        # An arrival that fits with no job waiting starts without a scheduling pass
-        # (the pooled engine places jobs in its own pass, so it always runs one).
+        # Arrivals skip scheduling passes that cannot act (see _arrival_needs_pass);
+        # the pooled engine places jobs in its own pass, so it always runs one.
         self._lean_arrivals = type(self)._schedule is Simulator._schedule
 
     def _draw_episode(self, seed: int | None) -> tuple[JobBatch, Curves]:
@@ -640,41 +640,36 @@ class Simulator:
         )
         if self.events is not None:
             self._log("arrival", jid)
-        if not self._lean_arrivals:
+        if not self._lean_arrivals or self.demoted:
             self._enqueue(jid)
             self._schedule()
         elif self._gpus[jid] <= self.free:
-            if self._n_waiting:
-                self._enqueue(jid)
-                self._schedule()
-            else:
-                # What enqueue + schedule would do: the only waiting job fits, so it
-                # starts at once (and nothing else could change in that pass).
-                self._start(jid)
+            self._start(jid)  # what the pass would do (see _arrival_needs_pass)
         else:
             self._enqueue(jid)
-            if not self._arrival_pass_is_idle(jid):
+            if self._arrival_needs_pass(jid):
                 self._schedule()
 
-    def _arrival_pass_is_idle(self, jid: int) -> bool:
-        """Whether a scheduling pass after job ``jid`` queued (too big for the free GPUs) does nothing.
+    def _arrival_needs_pass(self, jid: int) -> bool:
+        """Whether the scheduling pass after job ``jid`` queued, too big for the free GPUs, acts.
 
         Before an arrival the cluster is stable: no waiting job fits the free
         GPUs and the best waiting one cannot preempt (every pass ends so, and
-        :meth:`decide` runs one whenever a key change could undo it).  The
-        arrival changes neither the free GPUs nor the running jobs, and it
-        cannot start itself, so a pass can only act if the newcomer is the new
-        best waiting job of a preemptive scheduler, or for deprioritised jobs
-        (their own preemption rule).
+        :meth:`decide` runs one whenever a key change could undo that).  An
+        arrival changes neither, so the pass after it can only start the
+        newcomer if it fits (which ``_arrive`` does directly: the preemption
+        check after it fails as before, since the newcomer adds as many GPUs
+        to what a preemption needs as it could free), or preempt for the
+        newcomer if it is the new best waiting job of a preemptive scheduler.
+        Deprioritised jobs have their own preemption rule: with any, every
+        arrival gets its pass.
         """
-        if self.demoted:
-            return False
         if not self.preemptive:
-            return True
+            return False
         if self._n_waiting == 1:
-            return False  # the newcomer is the best waiting job
+            return True  # the newcomer is the best waiting job
         top = self._top if self._top_valid else self._waiting_top()
-        return top[1] != jid
+        return top[1] == jid
 
     def _enqueue(self, jid: int) -> None:
         self._state[jid] = WAITING
