@@ -118,3 +118,18 @@ def test_sb3_adapter_same_step_autoreset_and_ppo_learns_a_step() -> None:
     model = PPO("MlpPolicy", VecMonitor(venv), n_steps=16, batch_size=16, n_epochs=1, seed=0)
     model.learn(32)
     assert model.num_timesteps >= 32
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+def test_batch_observations_are_fresh_writable_arrays_unless_copy_is_off(flatten: bool) -> None:
+    venv = EvalStopVectorEnv(3, flatten=flatten, **KW)
+    first, _ = venv.reset(seed=0)
+    second = venv.step(np.zeros(3, dtype=np.int64))[0]
+    a, b = (first, second) if flatten else (first["evals"], second["evals"])
+    assert a.flags.writeable and not np.shares_memory(a, b)
+    a[...] = 7.0  # the caller may write into what it was given
+    assert not (b == 7.0).all()
+    shared = EvalStopVectorEnv(3, flatten=True, copy=False, **KW)
+    x, _ = shared.reset(seed=0)
+    y = shared.step(np.zeros(3, dtype=np.int64))[0]
+    assert np.shares_memory(x, y)  # copy=False: the one buffer, overwritten
