@@ -22,6 +22,10 @@ OBS_VARIANTS = {
     "full": None,
 }
 BUDGET = {"quick": 20_000, "default": 300_000}
+#: Periodic evaluations per training run and episodes per evaluation (quick / default).
+#: Evaluating (cluster episodes with a network call per decision) took three quarters of
+#: a quick model's CPU at (10, 8); quick keeps a best-of-five selection on 4 episodes.
+EVALUATIONS = {"quick": (5, 4), "default": (10, 8)}
 #: DQN: in our trials PPO (gamma 0.95 or 0.99) collapsed to stopping nearly every
 #: job, while DQN with gamma 0.99 learned to stop hacking runs at their peak.
 ALGO = "dqn"
@@ -37,16 +41,17 @@ def available() -> bool:
     return True
 
 
-def eval_every(timesteps: int) -> int:
-    """Timesteps between evaluations: ten per run, at least 2,000 apart, at least one per run."""
-    return min(max(timesteps // 10, 2_000), timesteps)
+def eval_every(timesteps: int, evaluations: int = 10) -> int:
+    """Timesteps between evaluations: ``evaluations`` per run, at least 2,000 apart, at least one."""
+    return min(max(timesteps // evaluations, 2_000), timesteps)
 
 
-def train_one(args: tuple[str, float, str | None, int, int]) -> dict[str, Any]:
-    """Train one E6 model: ``(path, sigma, obs_fields, timesteps, seed)``; its timings."""
+def train_one(args: tuple[str, float, str | None, int, int, bool]) -> dict[str, Any]:
+    """Train one E6 model: ``(path, sigma, obs_fields, timesteps, seed, quick)``; its timings."""
     from baselines.train import train
 
-    path, sigma, fields, timesteps, seed = args
+    path, sigma, fields, timesteps, seed, quick = args
+    evaluations, episodes = EVALUATIONS["quick" if quick else "default"]
     env = {"eval_noise": sigma}
     if fields:
         env["obs_fields"] = fields
@@ -57,7 +62,8 @@ def train_one(args: tuple[str, float, str | None, int, int]) -> dict[str, Any]:
         env_kwargs=env,
         seed=seed,
         progress=False,
-        eval_freq=eval_every(timesteps),
+        eval_freq=eval_every(timesteps, evaluations),
+        eval_episodes=episodes,
     )
     return {
         "path": str(res.path),
@@ -75,23 +81,25 @@ def train_models(
     timesteps: int | None = None,
     seed: int = 0,
 ) -> dict[str, dict[str, Any]]:
-    """Train (or reuse) the four E6 models; return their metadata by label."""
+    """Train (or reuse) the four E6 models; return their metadata by path (``trained_now``: not reused)."""
     from baselines.learned import read_meta
     from evalstop_gym.fileio import verify_hash_record
 
     steps = timesteps or BUDGET["quick" if quick else "default"]
+    tag = "_quick" if quick else ""
     jobs = []
     labels = {}
     for sigma in SIGMAS:
         for variant, fields in OBS_VARIANTS.items():
-            path = out / "models" / f"e6_{ALGO}_sigma{sigma}_{variant}_{steps}.zip"
+            # Quick models are evaluated less often: never reused by a full run.
+            path = out / "models" / f"e6_{ALGO}_sigma{sigma}_{variant}_{steps}{tag}.zip"
             labels[str(path)] = (sigma, variant)
             # Reuse only a model whose bytes match the hash record train wrote (loading
             # one runs pickled code); any other file at that path is retrained over.
             if not verify_hash_record(path):
                 if path.exists():
                     print(f"E6: {path} does not match its hash record; retraining it")
-                jobs.append((str(path), sigma, fields, steps, seed))
+                jobs.append((str(path), sigma, fields, steps, seed, quick))
     if jobs:
         (out / "models").mkdir(parents=True, exist_ok=True)
         (executor or Executor()).map(train_one, jobs)
@@ -104,6 +112,7 @@ def train_models(
             **{k: meta[k] for k in ("timesteps", "train_seconds", "learning_curve", "algo")},
             "evalstop_reference": meta.get("evalstop_reference"),
             "selected_at": meta.get("selected_at"),
+            "trained_now": any(job[0] == path for job in jobs),
         }
     return info
 

@@ -227,8 +227,13 @@ def write_report(
     *,
     header: dict[str, Any],
     plots: list[Path],
+    timings: tuple[Sequence[Any], dict[str, Any]] | None = None,
 ) -> Path:
-    """Write ``OUT/REPORT.md``: the header, one section per experiment, the plots."""
+    """Write ``OUT/REPORT.md``: the header, one section per experiment, the timings, the plots.
+
+    ``timings``: each experiment's :class:`~evalstop_experiments.progress.ExperimentTiming`
+    and the whole run's figures (``wall_s``, ``cpu_s``, ``load_average``, ``cores``).
+    """
     lines = ["# evalstop-gym: the paper's experiments, reproduced", ""]
     lines += [f"- {k}: {v}" for k, v in header.items()]
     lines += [
@@ -241,6 +246,8 @@ def write_report(
     ]
     for exp in sorted({s["experiment"] for s in summary}, key=_experiment_order):
         lines += SECTIONS.get(exp, functools.partial(_generic, exp=exp))(summary)
+    if timings is not None:
+        lines += timing_section(*timings)
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{p.stem}]({p.name})" for p in plots]
@@ -248,6 +255,53 @@ def write_report(
     p = out / "REPORT.md"
     atomic_write(p, "\n".join(lines) + "\n")
     return p
+
+
+def timing_section(experiments: Sequence[Any], run: dict[str, Any]) -> list[str]:
+    """REPORT.md's ``## Timing``: wall and CPU seconds per experiment, then the whole run.
+
+    An experiment whose episodes and stage work all came from an earlier run (``--resume``)
+    says so instead of showing a time.
+    """
+    lines = [
+        "## Timing",
+        "",
+        "Wall: a stage's own time; for the episodes, which run through one process pool in "
+        "experiment order, the time since the previous experiment's last episode. CPU: this "
+        "process and the local workers it ended (an episode's CPU is measured in its worker; "
+        "one shared by several cells counts a share to each; Ray workers are not counted). "
+        "A stage run beside the others, in a process of its own, overlaps their wall time.",
+        "",
+        "| experiment | cells × seeds | episodes run | reused | wall s | CPU s | stage work |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for t in sorted(experiments, key=lambda t: _experiment_order(t.experiment)):
+        size = f"{t.cells} × {t.seeds}" if t.cells else "–"
+        work = ", ".join(
+            [f"{k} {v:.1f} s" for k, v in t.parts.items()] + [f"{k} reused" for k in t.reused_parts]
+        )
+        wall, cpu = ("reused", "–") if t.all_reused else (f"{t.wall_s:.1f}", f"{t.cpu_s:.1f}")
+        if t.background and not t.all_reused:
+            wall += " (beside the others)"
+        lines.append(
+            f"| {t.experiment} | {size} | {t.ran} | {t.reused} | {wall} | {cpu} | {work or '–'} |"
+        )
+    wall = sum(t.wall_s for t in experiments if not (t.all_reused or t.background))
+    cpu = sum(t.cpu_s for t in experiments if not t.all_reused)
+    load = ", ".join("?" if v is None else f"{v:.1f}" for v in run.get("load_average", ()))
+    waited = run.get("waited_for_background_s", 0.0)
+    if waited >= 0.05:
+        lines.append(f"| waiting for the stages beside the others | | | | {waited:.1f} | | |")
+    lines += [
+        f"| other (pool start-up, tables, plots) | | | | {run['wall_s'] - wall - waited:.1f} | "
+        f"{run['cpu_s'] - cpu:.1f} | |",
+        f"| **whole run** | | | | {run['wall_s']:.1f} | {run['cpu_s']:.1f} | |",
+        "",
+        f"{run.get('cores', '?')} cores; one-minute load average at the start and the end: "
+        f"{load} (a loaded machine stretches wall time, not CPU time).",
+        "",
+    ]
+    return lines
 
 
 def _experiment_order(exp: str) -> tuple[int, str]:

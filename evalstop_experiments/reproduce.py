@@ -10,21 +10,33 @@ The experiments come from :data:`STAGES`: each stage turns the options into
 cells (training models or generating a corpus first when it must) and may add
 header lines and plots.  A new experiment appends a stage (and, for its own
 REPORT.md section, an entry of :data:`evalstop_experiments.report.SECTIONS`).
+
+Progress: one line per experiment as it finishes, also when the output is piped,
+and each experiment's wall and CPU time in ``OUT/timings.json`` and REPORT.md
+(:mod:`evalstop_experiments.progress`).  A stage's time counts for the
+experiments it served: those of the cells, report rows and header entries it
+added.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
+import multiprocessing
+import os
 import platform
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalstop_gym.fileio import atomic_write
 from evalstop_gym.parallel import Executor
 
 from .experiments import EXPERIMENTS, Cell, base_env, build_cells
+from .progress import ExperimentTiming, Reporter, RunClock, cpu_seconds, load_average
 from .report import add_deltas, summarise, write_csvs, write_report
 from .runner import discard_written, load_results, run_tasks, task_path
 
@@ -49,7 +61,7 @@ class ReproduceOptions:
         resume: Reuse finished (cell, seed) results in ``OUT/raw``.
         fresh: Delete first the results in ``OUT/raw`` the package wrote (its manifest).
         extra_cells: More cells to run beside the experiments'.
-        progress: Show a progress bar.
+        progress: Print a line per experiment as it finishes (plus rich bars on a terminal).
         env: Environment keyword arguments on top of E1's setting.
         learned: Run E6 (None: if selected by ``experiments``).
         train_timesteps: E6's training budget per model.
@@ -129,6 +141,16 @@ class Plan:
     plots: list[Callable[[Path, list[dict[str, Any]]], Path]] = field(default_factory=list)
     #: Rows beside the cells' summary that only REPORT.md shows (their own ``experiment``).
     report_rows: list[dict[str, Any]] = field(default_factory=list)
+    #: Experiments whose stage work (models, corpus) was found in ``OUT`` instead of redone.
+    reused: set[str] = field(default_factory=set)
+
+    def experiments(self) -> set[str]:
+        """The experiments the plan holds so far: of its cells, report rows and header keys."""
+        return (
+            {c.experiment for c in self.cells}
+            | {str(r["experiment"]) for r in self.report_rows if "experiment" in r}
+            | (set(self.header) & set(EXPERIMENTS))
+        )
 
 
 @dataclass
@@ -143,6 +165,8 @@ class ReproduceResult:
     ran: int
     reused: int
     redone: list[Path] = field(default_factory=list)
+    #: Wall and CPU time per experiment (also in ``OUT/timings.json`` and REPORT.md).
+    timings: list[ExperimentTiming] = field(default_factory=list)
 
 
 Stage = Callable[[Path, ReproduceOptions, Plan], None]
@@ -171,6 +195,8 @@ def learned_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     models = e6.train_models(
         out, quick=opts.quick, executor=opts.executor, timesteps=opts.train_timesteps
     )
+    if not any(m["trained_now"] for m in models.values()):
+        plan.reused.add("E6")
     plan.cells += e6.e6_cells(opts.overrides, models)
     plan.header["E6 training"] = "; ".join(
         f"{Path(p).stem}: {m['algo'].upper()}, {m['timesteps']} steps in "
@@ -180,13 +206,23 @@ def learned_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     plan.plots.append(lambda out, summary: _learning_curve_plot(out, models))
 
 
+#: ``--quick``'s E7 corpus, shipped (``evalstop_gym/corpus/data``): the 24 micro-RLHF runs
+#: ``--quick`` used to generate with torch (seed 0), byte for byte.
+QUICK_CORPUS = "micro_rlhf_quick"
+
+
 def real_curves_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     """E7: generate (or read) a micro-RLHF corpus and rerun E1 and the noise sweep on it."""
     from . import e7
 
     if not opts.wants("E7", opts.real_curves):
         return
-    if opts.curves is None and not e7.available():
+    target = e7.corpus_file(out, quick=opts.quick)
+    if opts.curves is None and target.exists():
+        plan.reused.add("E7")
+    elif opts.curves is None and opts.quick:
+        _copy_quick_corpus(target)
+    elif opts.curves is None and not e7.available():
         plan.notes.append(
             "E7 skipped: generating real curves needs torch (pip install -e '.[train]')."
         )
@@ -203,7 +239,17 @@ def real_curves_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
         f"{info['runs']} micro-RLHF runs, {info['hacking']} hacking; hacking peaks at "
         f"progress quartiles {', '.join(f'{v:.2f}' for v in info['peak_quartiles'])}; "
         f"Gao-law fit R² quartiles {', '.join(f'{v:.2f}' for v in info['gao_r2_quartiles'])}"
+        + (" (shipped with the package: --quick does not generate it)" if opts.quick else "")
     )
+
+
+def _copy_quick_corpus(target: Path) -> None:
+    """Put the shipped quick corpus at ``target`` after checking its SHA-256 against its sidecar."""
+    from evalstop_gym.corpus.packaged import corpus_path, load_corpus
+
+    load_corpus(QUICK_CORPUS)  # raises if its bytes differ from the sidecar's SHA-256
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, corpus_path(QUICK_CORPUS).read_bytes())
 
 
 def real_scores_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
@@ -259,13 +305,14 @@ def deprioritisation_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> Non
         plan.cells += e10.e10_cells(opts.overrides, quick=opts.quick)
 
 
-#: The stages of a run, in order.  A new experiment appends its own.
+#: The stages of a run, in order.  A new experiment appends its own.  E6's training comes
+#: after the :data:`BACKGROUND` stages (which need E7's corpus), so that they run beside it.
 STAGES: list[Stage] = [
     scripted_stage,
-    learned_stage,
     real_curves_stage,
     real_scores_stage,
     suite_stage,
+    learned_stage,
     pools_stage,
     deprioritisation_stage,
 ]
@@ -280,18 +327,27 @@ def reproduce(
         out: Output folder.
         options: What to run; or give :class:`ReproduceOptions`' fields as keywords.
     """
-    t0 = time.perf_counter()
+    t0, cpu0, load0 = time.perf_counter(), cpu_seconds(), load_average()
     out = Path(out)
     if options is not None and kwargs:
         raise TypeError(f"give either options or keyword options, not both: {sorted(kwargs)}")
     opts = options or ReproduceOptions(**kwargs)
     _check_experiments(opts)
-    plan = Plan()
-    for stage in STAGES:
-        stage(out, opts, plan)
+    clock = RunClock(Reporter(opts.progress))
+    with _Background(opts, clock) as background:
+        parts: list[Plan | Future[Any]] = []
+        for stage in STAGES:
+            if background.takes(stage):
+                parts.append(background.submit(stage, out, opts))
+            else:
+                parts.append(_run_stage(stage, out, opts, clock))
+                background.poll()
+        cells = [c for part in parts if isinstance(part, Plan) for c in part.cells]
+        cells += list(opts.extra_cells)
+        seeds = list(range(opts.n_seeds))
+        stats = _run(out, opts, cells, seeds, clock, background.poll)
+        plan = _merge([part if isinstance(part, Plan) else background.wait(part) for part in parts])
     plan.cells += list(opts.extra_cells)
-    seeds = list(range(opts.n_seeds))
-    stats = _run(out, opts, plan.cells, seeds)
     rows = load_results(out, plan.cells, seeds)
     add_deltas(rows)
     summary = summarise(rows)
@@ -301,7 +357,21 @@ def reproduce(
     plots = make_plots(out, summary, base_env(opts.overrides))
     plots += [make(out, summary) for make in plan.plots]
     report_rows = summary + plan.report_rows
-    files.append(write_report(out, report_rows, header=_header(opts, plan), plots=plots))
+    timings = list(clock.timings.values())
+    run = {
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": cpu_seconds() - cpu0,
+        "load_average": [load0, load_average()],
+        "cores": os.cpu_count(),
+        "episodes_simulated": stats.simulated,
+        "waited_for_background_s": clock.waited_s,
+    }
+    files.append(_write_timings(out, timings, run))
+    files.append(
+        write_report(
+            out, report_rows, header=_header(opts, plan), plots=plots, timings=(timings, run)
+        )
+    )
     files += plots
     return ReproduceResult(
         out,
@@ -312,7 +382,122 @@ def reproduce(
         stats.ran,
         stats.done_before,
         stats.redone,
+        timings,
     )
+
+
+def _run_stage(stage: Stage, out: Path, opts: ReproduceOptions, clock: RunClock) -> Plan:
+    """Run one stage on a plan of its own, booking its time to the experiments it added."""
+    plan = Plan()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    stage(out, opts, plan)
+    _book(stage, plan, time.perf_counter() - t0, cpu_seconds() - cpu0, clock)
+    return plan
+
+
+def _book(
+    stage: Stage, plan: Plan, wall: float, cpu: float, clock: RunClock, background: bool = False
+) -> None:
+    """Book a finished stage's wall and CPU time to the experiments its plan holds."""
+    served = plan.experiments()
+    clock.with_cells |= {c.experiment for c in plan.cells}
+    if served:
+        fn = getattr(stage, "__name__", "stage")
+        name = _STAGE_PARTS.get(fn, fn.removesuffix("_stage"))
+        clock.stage_done(
+            sorted(served),
+            name,
+            wall,
+            cpu,
+            with_cells=clock.with_cells,
+            reused=plan.reused,
+            background=background,
+        )
+
+
+def _merge(parts: list[Plan]) -> Plan:
+    """One plan from the stages' own, in stage order."""
+    plan = Plan()
+    for part in parts:
+        plan.cells += part.cells
+        plan.header.update(part.header)
+        plan.notes += part.notes
+        plan.plots += part.plots
+        plan.report_rows += part.report_rows
+        plan.reused |= part.reused
+    return plan
+
+
+#: Stages that only read files earlier stages wrote and add no cells or plots, whose work is
+#: serial or narrow (E8 runs in one process): with a local pool of two or more workers they
+#: run in a process of their own while the next stages and the episodes go on, so the cores
+#: stay busy.  Their results are the same either way (each is a pure function of its inputs).
+BACKGROUND: set[str] = {"real_scores_stage", "suite_stage"}
+
+
+class _Background:
+    """A one-process pool for the :data:`BACKGROUND` stages of a run, and their bookkeeping."""
+
+    def __init__(self, opts: ReproduceOptions, clock: RunClock) -> None:
+        """Use a background process only with a local pool of 2+ workers and no run-time stoppers."""
+        from . import e8
+
+        self.clock = clock
+        self.enabled = (
+            opts.backend == "local" and opts.executor.width(2) > 1 and not e8.EXTRA_STOPPERS
+        )
+        self.pool: ProcessPoolExecutor | None = None
+        self.pending: dict[Future[Any], Stage] = {}
+
+    def __enter__(self) -> _Background:
+        """Start nothing yet: the process starts with the first background stage."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """End the process (cancelling what has not started if the run failed)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
+
+    def takes(self, stage: Stage) -> bool:
+        """Whether ``stage`` runs in the background process."""
+        return self.enabled and getattr(stage, "__name__", "") in BACKGROUND
+
+    def submit(self, stage: Stage, out: Path, opts: ReproduceOptions) -> Future[Any]:
+        """Start ``stage`` in the background process."""
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        fut = self.pool.submit(_stage_in_process, stage.__name__, out, opts)
+        self.pending[fut] = stage
+        return fut
+
+    def poll(self) -> None:
+        """Book the background stages that have finished (their progress lines)."""
+        for fut in [f for f in self.pending if f.done()]:
+            self.wait(fut)
+
+    def wait(self, fut: Future[Any]) -> Plan:
+        """A background stage's plan, once it is done (booked on first sight)."""
+        t0 = time.perf_counter()
+        plan, wall, cpu = fut.result()
+        self.clock.waited_s += time.perf_counter() - t0
+        stage = self.pending.pop(fut, None)
+        if stage is not None:
+            _book(stage, plan, wall, cpu, self.clock, background=True)
+        return plan
+
+
+def _stage_in_process(name: str, out: Path, opts: ReproduceOptions) -> tuple[Plan, float, float]:
+    """Run the stage ``name`` in this (background) process: its plan, wall and CPU seconds."""
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
+    plan = Plan()
+    globals()[name](out, opts, plan)
+    if plan.cells or plan.plots:
+        raise RuntimeError(f"{name} added cells or plots: it cannot run in the background")
+    return plan, time.perf_counter() - t0, cpu_seconds() - cpu0
+
+
+#: What each stage's work is called in the progress lines and the timing table.
+_STAGE_PARTS = {"learned_stage": "models", "real_curves_stage": "corpus"}
 
 
 def _check_experiments(opts: ReproduceOptions) -> None:
@@ -321,7 +506,14 @@ def _check_experiments(opts: ReproduceOptions) -> None:
         raise ValueError(f"experiments={unknown} unknown: choose among {sorted(EXPERIMENTS)}")
 
 
-def _run(out: Path, opts: ReproduceOptions, cells: list[Cell], seeds: list[int]):
+def _run(
+    out: Path,
+    opts: ReproduceOptions,
+    cells: list[Cell],
+    seeds: list[int],
+    clock: RunClock,
+    poll: Callable[[], None],
+):
     """Run the missing (cell, seed) tasks, refusing to mix with old results unless asked."""
     tasks = [(c, s) for c in cells for s in seeds]
     if opts.fresh:  # only the results the manifest says the package wrote
@@ -337,10 +529,29 @@ def _run(out: Path, opts: ReproduceOptions, cells: list[Cell], seeds: list[int])
             f"{existing} of {len(tasks)} results are already in {out / 'raw'}: {hint}"
         )
     out.mkdir(parents=True, exist_ok=True)
-    if not opts.progress:
-        return run_tasks(tasks, out, executor=opts.executor)
-    with _progress_bar(f"{len(cells)} cells × {len(seeds)} seeds", len(tasks)) as advance:
-        return run_tasks(tasks, out, executor=opts.executor, progress=advance)
+    per_exp = Counter(c.experiment for c in cells)
+    clock.reporter.line(
+        f"episodes: {len(cells)} cells × {len(seeds)} seeds of {', '.join(per_exp)} "
+        f"on {opts.executor.width(len(tasks))} worker(s)"
+    )
+    with clock.episodes(dict(per_exp), len(seeds)):
+        return run_tasks(
+            tasks,
+            out,
+            executor=opts.executor,
+            on_result=lambda task, cpu, reused: (
+                poll(),
+                clock.result(task[0].experiment, cpu, reused),
+            ),
+        )
+
+
+def _write_timings(out: Path, timings: list[ExperimentTiming], run: dict[str, Any]) -> Path:
+    """``OUT/timings.json``: the run's wall, CPU and load average, and each experiment's."""
+    path = out / "timings.json"
+    data = {"run": run, "experiments": [t.to_dict() for t in timings]}
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=True))
+    return path
 
 
 def _header(opts: ReproduceOptions, plan: Plan) -> dict[str, Any]:
@@ -373,28 +584,6 @@ def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]]) -> Path:
         if m.get("evalstop_reference") is not None
     }
     return plot_learning_curves(curves, out / "e6_learning_curves.png", refs)
-
-
-@contextlib.contextmanager
-def _progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar; yields ``advance(n)``."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    ) as bar:
-        tid = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(tid, n)
 
 
 __all__ = ["STAGES", "Plan", "ReproduceOptions", "ReproduceResult", "reproduce"]
