@@ -26,6 +26,7 @@ import contextlib
 import os
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -113,6 +114,7 @@ class Reporter:
         """Decide once, with rich's own terminal detection, whether bars can be drawn."""
         self.enabled = enabled
         self._stream = stream
+        self._lock = threading.Lock()  # background stages announce from another thread
         self._progress: Any = None
         self.terminal = False
         if enabled:
@@ -129,10 +131,11 @@ class Reporter:
         """Write one line now (above the bars when they are drawn)."""
         if not self.enabled:
             return
-        if self._progress is not None:
-            self._progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
-        else:
-            print(text, file=self.stream, flush=True)
+        with self._lock:
+            if self._progress is not None:
+                self._progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+            else:
+                print(text, file=self.stream, flush=True)
 
     @contextlib.contextmanager
     def bars(self, totals: dict[str, int]) -> Iterator[Callable[[str, int], None]]:
@@ -197,12 +200,14 @@ class RunClock:
         with_cells: set[str],
         reused: set[str] = frozenset(),  # type: ignore[assignment]
         background: bool = False,
+        quiet: bool = False,
     ) -> None:
         """Book a stage's time, split evenly over the experiments it served, and say so.
 
         An experiment with no cells is finished by its stage (its completion line);
         the others get a part line and finish with their episodes.  ``reused``: those
-        of ``experiments`` whose stage work was found in ``OUT`` instead of redone.
+        of ``experiments`` whose stage work was found in ``OUT`` instead of redone;
+        ``quiet``: book only (the lines were written when the stage ended).
         """
         for exp in experiments:
             t = self.of(exp)
@@ -213,6 +218,8 @@ class RunClock:
                 t.reused_parts.append(name)
             elif wall >= self.NOTABLE_S or exp not in with_cells:
                 t.parts[name] = t.parts.get(name, 0.0) + wall / len(experiments)
+            if quiet:
+                continue
             if exp not in with_cells:
                 self.reporter.line(f"[{exp}] done: {t.summary()}")
             elif name in t.parts:

@@ -20,6 +20,7 @@ added.
 
 from __future__ import annotations
 
+import functools
 import json
 import multiprocessing
 import os
@@ -389,6 +390,7 @@ def reproduce(
 def _run_stage(stage: Stage, out: Path, opts: ReproduceOptions, clock: RunClock) -> Plan:
     """Run one stage on a plan of its own, booking its time to the experiments it added."""
     plan = Plan()
+    _start_line(stage, opts, clock)
     t0, cpu0 = time.perf_counter(), cpu_seconds()
     stage(out, opts, plan)
     _book(stage, plan, time.perf_counter() - t0, cpu_seconds() - cpu0, clock)
@@ -402,16 +404,15 @@ def _book(
     served = plan.experiments()
     clock.with_cells |= {c.experiment for c in plan.cells}
     if served:
-        fn = getattr(stage, "__name__", "stage")
-        name = _STAGE_PARTS.get(fn, fn.removesuffix("_stage"))
         clock.stage_done(
             sorted(served),
-            name,
+            _part_name(stage),
             wall,
             cpu,
             with_cells=clock.with_cells,
             reused=plan.reused,
             background=background,
+            quiet=background,  # announced when it ended (Background._announce)
         )
 
 
@@ -468,7 +469,20 @@ class _Background:
             self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         fut = self.pool.submit(_stage_in_process, stage.__name__, out, opts)
         self.pending[fut] = stage
+        fut.add_done_callback(functools.partial(self._announce, stage))
         return fut
+
+    def _announce(self, stage: Stage, fut: Future[Any]) -> None:
+        """Say at once that a background stage is done (booked later, in the main thread)."""
+        if fut.cancelled() or fut.exception() is not None:
+            return  # the main thread raises it
+        plan, wall, cpu = fut.result()
+        served = sorted(plan.experiments())
+        for exp in served:
+            share = wall / len(served)
+            t = ExperimentTiming(exp, share, cpu / len(served), background=True)
+            t.parts[_part_name(stage)] = share
+            self.clock.reporter.line(f"[{exp}] done: {t.summary()}")
 
     def poll(self) -> None:
         """Book the background stages that have finished (their progress lines)."""
@@ -496,8 +510,28 @@ def _stage_in_process(name: str, out: Path, opts: ReproduceOptions) -> tuple[Pla
     return plan, time.perf_counter() - t0, cpu_seconds() - cpu0
 
 
-#: What each stage's work is called in the progress lines and the timing table.
-_STAGE_PARTS = {"learned_stage": "models", "real_curves_stage": "corpus"}
+def _part_name(stage: Stage) -> str:
+    """What a stage's work is called in the progress lines and the timing table."""
+    fn = getattr(stage, "__name__", "stage")
+    return _LONG_STAGES[fn][1] if fn in _LONG_STAGES else fn.removesuffix("_stage")
+
+
+#: Stages that can take minutes before their experiment's episodes, with (experiment, name
+#: of their work, the option that switches them off): they get a start line.
+_LONG_STAGES = {
+    "learned_stage": ("E6", "models", "learned"),
+    "real_curves_stage": ("E7", "corpus", "real_curves"),
+}
+
+
+def _start_line(stage: Stage, opts: ReproduceOptions, clock: RunClock) -> None:
+    """Announce a long stage that is about to run (the episodes' lines come much later)."""
+    fn = getattr(stage, "__name__", "")
+    if fn in _LONG_STAGES:
+        exp, part, flag = _LONG_STAGES[fn]
+        if opts.wants(exp, getattr(opts, flag)) and not (exp == "E7" and opts.quick):
+            doc = (stage.__doc__ or "").split("\n")[0].removeprefix(f"{exp}: ")
+            clock.reporter.line(f"[{exp}] {part}, starting: {doc}")
 
 
 def _check_experiments(opts: ReproduceOptions) -> None:

@@ -115,12 +115,17 @@ def test_shared_episodes_are_simulated_once_and_written_as_run_task_writes_them(
 
 
 @pytest.mark.slow
-def test_background_stages_give_the_same_files(tmp_path: Path) -> None:
+def test_background_stages_give_the_same_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], piped: None
+) -> None:
     """E8 beside the episodes (two workers) writes what it writes in line (one worker)."""
     a, b = tmp_path / "inline", tmp_path / "beside"
     reproduce(a, experiments=["E1", "E8"], progress=False, **TINY)
-    res = reproduce(b, experiments=["E1", "E8"], progress=False, **{**TINY, "workers": 2})
+    res = reproduce(b, experiments=["E1", "E8"], progress=True, **{**TINY, "workers": 2})
     assert {t.experiment: t.background for t in res.timings}["E8"]
+    out = capsys.readouterr().out
+    assert _done_lines(out) == Counter({"E1": 1, "E8": 1})
+    assert re.search(r"^\[E8\] done: suite in .*beside the other work\)$", out, re.M)
     for name in ("E8.csv", "E8.md", "E1.csv"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
