@@ -131,7 +131,9 @@ def add_benchmark_parser(sub: Any) -> None:
 def add_reproduce_parser(sub: Any) -> None:
     """``reproduce``: the paper's experiments E1-E7."""
     r = sub.add_parser("reproduce", help="the paper's experiments E1-E7: CSV, REPORT.md, plots")
-    r.add_argument("--quick", action="store_true", help="fewer seeds and jobs (about a minute)")
+    r.add_argument(
+        "--quick", action="store_true", help="fewer seeds and jobs (under 2 minutes on 2 cores)"
+    )
     r.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 50; quick 10)")
     r.add_argument(
         "--n-jobs", type=int, default=None, help="jobs per episode (default 200; quick 150)"

@@ -41,7 +41,7 @@ from .progress import ExperimentTiming, Reporter, RunClock, cpu_seconds, load_av
 from .report import add_deltas, summarise, write_csvs, write_report
 from .runner import discard_written, load_results, run_tasks, task_path
 
-#: ``--quick``: about a minute on two cores.
+#: ``--quick``: under two minutes on two quiet cores (``benchmarks/bench_reproduce.py``).
 QUICK = {"seeds": 10, "n_jobs": 150}
 #: 50 seeds: 95 % intervals on E1's precision / recall / FPR of about ±1 point.
 DEFAULT = {"seeds": 50, "n_jobs": None}
@@ -598,9 +598,22 @@ def _header(opts: ReproduceOptions, plan: Plan) -> dict[str, Any]:
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         **plan.header,
     }
+    if opts.quick:
+        header["quick run"] = QUICK_NOTICE
     if plan.notes:
         header["skipped"] = " ".join(plan.notes)
     return header
+
+
+#: What REPORT.md says a ``--quick`` run left out or took ready-made.
+QUICK_NOTICE = (
+    "a smoke-sized run of the same code: fewer seeds and shorter episodes; E6's models get "
+    "20,000 steps and keep the best of five evaluations of 4 episodes (the full run: 300,000 "
+    "steps, ten of 8); E7 reads the 24 micro-RLHF runs shipped with the package (what --quick "
+    "generated with torch before, byte for byte; the full run generates 252) instead of "
+    "generating them; E7's scores and E8 use their quick sizes. Confidence intervals are "
+    "wide: read the full run's tables for the paper's comparisons."
+)
 
 
 def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]]) -> Path:
