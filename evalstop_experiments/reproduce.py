@@ -39,7 +39,7 @@ from evalstop_gym.parallel import Executor
 from .experiments import EXPERIMENTS, Cell, base_env, build_cells
 from .progress import ExperimentTiming, Reporter, RunClock, cpu_seconds, load_average
 from .report import add_deltas, summarise, write_csvs, write_report
-from .runner import discard_written, load_results, run_tasks, task_path
+from .runner import RunStats, discard_written, load_results, run_tasks, task_path
 
 #: ``--quick``: under two minutes on two quiet cores (``benchmarks/bench_reproduce.py``).
 QUICK = {"seeds": 10, "n_jobs": 150}
@@ -335,20 +335,8 @@ def reproduce(
     opts = options or ReproduceOptions(**kwargs)
     _check_experiments(opts)
     clock = RunClock(Reporter(opts.progress))
-    with _Background(opts, clock) as background:
-        parts: list[Plan | Future[Any]] = []
-        for stage in STAGES:
-            if background.takes(stage):
-                parts.append(background.submit(stage, out, opts))
-            else:
-                parts.append(_run_stage(stage, out, opts, clock))
-                background.poll()
-        cells = [c for part in parts if isinstance(part, Plan) for c in part.cells]
-        cells += list(opts.extra_cells)
-        seeds = list(range(opts.n_seeds))
-        stats = _run(out, opts, cells, seeds, clock, background.poll)
-        plan = _merge([part if isinstance(part, Plan) else background.wait(part) for part in parts])
-    plan.cells += list(opts.extra_cells)
+    seeds = list(range(opts.n_seeds))
+    plan, stats = _stages_and_episodes(out, opts, seeds, clock)
     rows = load_results(out, plan.cells, seeds)
     add_deltas(rows)
     summary = summarise(rows)
@@ -385,6 +373,26 @@ def reproduce(
         stats.redone,
         timings,
     )
+
+
+def _stages_and_episodes(
+    out: Path, opts: ReproduceOptions, seeds: list[int], clock: RunClock
+) -> tuple[Plan, RunStats]:
+    """Run the stages (the :data:`BACKGROUND` ones beside the rest), then every episode."""
+    with _Background(opts, clock) as background:
+        parts: list[Plan | Future[Any]] = []
+        for stage in STAGES:
+            if background.takes(stage):
+                parts.append(background.submit(stage, out, opts))
+            else:
+                parts.append(_run_stage(stage, out, opts, clock))
+                background.poll()
+        cells = [c for part in parts if isinstance(part, Plan) for c in part.cells]
+        cells += list(opts.extra_cells)
+        stats = _run(out, opts, cells, seeds, clock, background.poll)
+        plan = _merge([part if isinstance(part, Plan) else background.wait(part) for part in parts])
+    plan.cells += list(opts.extra_cells)
+    return plan, stats
 
 
 def _run_stage(stage: Stage, out: Path, opts: ReproduceOptions, clock: RunClock) -> Plan:
@@ -547,7 +555,7 @@ def _run(
     seeds: list[int],
     clock: RunClock,
     poll: Callable[[], None],
-):
+) -> RunStats:
     """Run the missing (cell, seed) tasks, refusing to mix with old results unless asked."""
     tasks = [(c, s) for c in cells for s in seeds]
     if opts.fresh:  # only the results the manifest says the package wrote
