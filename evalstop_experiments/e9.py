@@ -136,7 +136,7 @@ def score_models(
 ) -> list[dict[str, Any]]:
     """One row per model: its normalised score on ``task`` (E8's reference and CI)."""
     from baselines.bayes import BayesStopper
-    from baselines.learned import Learned
+    from baselines.learned import Learned, read_meta
     from baselines.policies import NoStop
 
     curves = bool(kw.get("curves"))
@@ -155,6 +155,7 @@ def score_models(
                 "experiment": EXPERIMENT,
                 "train": name,
                 "train_tasks": "+".join(TRAIN_SETS.get(name, (name,))),
+                "train_timesteps": read_meta(path)["timesteps"],
                 "test": task,
                 "reference": "Oracle" if curves else "Bayes",
                 "seeds": len(seeds),
@@ -230,8 +231,10 @@ def legend(rows: Sequence[dict[str, Any]]) -> str:
     """What the table shows: the training sets, the budget, the window, the score."""
     mix = ", ".join(TRAIN_SETS["mix"])
     seeds = rows[0]["seeds"] if rows else 0
+    steps = sorted({int(r["train_timesteps"]) for r in rows})
     return (
-        f"PPO (shipped defaults, training seed {TRAIN_SEED}) trained on each row's tasks; "
+        f"PPO (shipped defaults, {'/'.join(map(str, steps))} steps, training seed {TRAIN_SEED}) "
+        "trained on each row's tasks; "
         f"`mix` draws each training cluster episode from {mix}. Models see the last "
         f"{COMMON_WINDOW} evals. {seeds} test seeds per cell. {e8.SCORE_LEGEND}"
     )

@@ -58,6 +58,13 @@ def test_pretrained_hard_plays_a_short_hard_episode_within_the_action_space() ->
     assert len(actions) >= 12
 
 
+def test_readme_snippet_runs() -> None:
+    from readme_snippets import run_snippet
+
+    rows = run_snippet("pretrained")["rows"]
+    assert len(rows) == 2 and all(r["policy"] == "Learned-pretrained[hard]" for r in rows)
+
+
 def test_unknown_pretrained_name_names_the_allowed_ones() -> None:
     with pytest.raises(ConfigError, match=r"pretrained='nope'.*'hard'"):
         Learned.pretrained("nope")
