@@ -148,8 +148,8 @@ def score_models(
     for name, path in models.items():
         policy = Learned(path)
         u = [e8.play(windowed, s, policy)["utility"] for s in seeds]
-        score, lo, hi = e8.normalised_score(u, u0, uref)
-        diff, dlo, dhi = e8.paired_diff_ci(u, u0)
+        score = zip(("score", "score_lo", "score_hi"), e8.normalised_score(u, u0, uref))
+        diff = zip(("u_minus_u0", "u_minus_u0_lo", "u_minus_u0_hi"), e8.paired_diff_ci(u, u0))
         rows.append(
             {
                 "experiment": EXPERIMENT,
@@ -159,12 +159,8 @@ def score_models(
                 "test": task,
                 "reference": "Oracle" if curves else "Bayes",
                 "seeds": len(seeds),
-                "score": score,
-                "score_lo": lo,
-                "score_hi": hi,
-                "u_minus_u0": diff,
-                "u_minus_u0_lo": dlo,
-                "u_minus_u0_hi": dhi,
+                **dict(score),
+                **dict(diff),
                 "utility": sum(u) / len(u),
                 "utility_nostop": sum(u0) / len(u0),
                 "utility_ref": sum(uref) / len(uref),
