@@ -64,6 +64,11 @@ TRAIN_SEED = 100
 #: it fits (20 checkpoints: not ``paper``).
 SHIPPED = "hard-0.05 (shipped, all evals)"
 EXPERIMENT = "E9"
+#: Said under a quick table: its models have had one rollout, so their rows say nothing.
+SMOKE_NOTE = (
+    " **Quick run: one 512-step rollout per model (both start from the same seeded"
+    " weights), a smoke test of the pipeline, not a result.**"
+)
 
 
 def available() -> bool:
@@ -254,6 +259,7 @@ def legend(rows: Sequence[dict[str, Any]]) -> str:
         "trained on each row's tasks; "
         f"`mix` draws each training cluster episode from {mix}. Models see the last "
         f"{COMMON_WINDOW} evals. {seeds} test seeds per cell. {e8.SCORE_LEGEND}"
+        + (SMOKE_NOTE if max(steps, default=0) <= SIZES["quick"]["timesteps"] else "")
     )
 
 
