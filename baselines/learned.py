@@ -17,9 +17,18 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import read_verified
 
 META_NAME = "evalstop_gym.json"
+
+#: Folder of the shipped models (package data): ``<name>.zip`` and its ``.sha256`` record.
+PRETRAINED_DIR = Path(__file__).with_name("pretrained")
+#: SHA-256 of each shipped model, pinned in the code: a model whose bytes differ is never
+#: loaded, even if its ``.sha256`` record beside it was changed with it.
+PRETRAINED: dict[str, str] = {
+    "hard": "59b6e6eb600c33810e99baf51a51f15a1e03aeb2859f6018a4c57f829c786602",
+}
 
 
 def read_meta(path: str | Path) -> dict[str, Any]:
@@ -101,6 +110,29 @@ class Learned:
         )
         self.name = label or self.meta.get("label") or f"Learned-{self.algo}"
 
+    @classmethod
+    def pretrained(
+        cls, name: str = "hard", deterministic: bool = True, label: str | None = None
+    ) -> Learned:
+        """A model shipped with the package (:data:`PRETRAINED`), loaded once its hash matches.
+
+        ``Learned.pretrained("hard")`` is PPO trained on the ``hard`` regime (README,
+        "A learned stopper that ships"); play it on that task's env arguments
+        (``evalstop_gym.suite_task("hard-0.05")``: the whole eval history).
+
+        Raises:
+            ConfigError: an unknown ``name``.
+            evalstop_gym.fileio.UntrustedFileError: the file's bytes differ from the pinned hash.
+        """
+        if name not in PRETRAINED:
+            raise ConfigError("pretrained", name, f"one of {sorted(PRETRAINED)}")
+        return cls(
+            PRETRAINED_DIR / f"{name}.zip",
+            deterministic,
+            label or f"Learned-pretrained[{name}]",
+            sha256=PRETRAINED[name],
+        )
+
     def reset(self) -> None:
         """Nothing to forget between episodes: the model is stateless."""
 
@@ -129,3 +161,24 @@ class Learned:
     def __repr__(self) -> str:
         """``Learned('models/dqn.zip')``."""
         return f"Learned({self.path!r})"
+
+
+#: Prefixes of :func:`from_spec`: how ``evalstop-gym benchmark --policy`` names a learned stopper.
+SPEC_PREFIXES = ("pretrained", "model")
+
+
+def from_spec(spec: str) -> Learned:
+    """The learned stopper a command-line spec names.
+
+    ``pretrained:NAME`` is :meth:`Learned.pretrained` (``pretrained:hard``);
+    ``model:PATH`` a model file with its ``.sha256`` record (as ``train`` writes).
+
+    Raises:
+        ConfigError: a spec of another form, or an unknown pretrained name.
+    """
+    kind, sep, arg = spec.partition(":")
+    if not sep or kind not in SPEC_PREFIXES or not arg:
+        raise ConfigError(
+            "policy", spec, f"'pretrained:NAME' (NAME in {sorted(PRETRAINED)}) or 'model:PATH'"
+        )
+    return Learned.pretrained(arg) if kind == "pretrained" else Learned(arg)

@@ -113,6 +113,7 @@ def train(
     hyperparams: dict[str, Any] | None = None,
     keep_best: bool = True,
     vec: str = "dummy",
+    make_base_env: Any = None,
 ) -> TrainResult:
     """Train a stopper on EvalStop-v0 and save it to ``out`` (a .zip).
 
@@ -124,6 +125,11 @@ def train(
     the periodic evaluations (validation episodes, seeded apart from the seeds
     ``baselines.evaluate`` and ``reproduce`` test on), not merely the last one:
     value-based learners like DQN keep oscillating after they have learned.
+
+    ``make_base_env`` (a picklable ``() -> env``, e.g. a ``functools.partial`` of
+    :class:`baselines.domain_random.DomainRandomised`) replaces the training
+    envs' ``EvalStop-v0`` (the zoo wrapper still wraps it) and the periodic
+    evaluation's; ``env_kwargs`` then only gives the observation the model records.
     """
     import torch
 
@@ -139,7 +145,15 @@ def train(
     # ``{"env_wrapper": null}`` in the overrides trains on whole cluster episodes.
     wrapper = _env_wrapper(hp.pop("env_wrapper", zoo.get("env_wrapper")), vec)
     venv, eval_env = _make_envs(
-        env_kwargs, n_envs, seed, flatten, subproc, log_dir, vec=vec, wrapper=wrapper
+        env_kwargs,
+        n_envs,
+        seed,
+        flatten,
+        subproc,
+        log_dir,
+        vec=vec,
+        wrapper=wrapper,
+        make_base=make_base_env,
     )
     model = _make_model(algo, hp, venv, seed, flatten, verbose, tensorboard, log_dir)
     callback = _eval_callback(
@@ -174,6 +188,7 @@ def train(
             "seed": seed,
             "n_envs": n_envs,
             "env_wrapper": wrapper,
+            "train_env": None if make_base_env is None else repr(make_base_env),
             "hyperparams": hp,
             "label": label,
             "learning_curve": curve,
@@ -235,6 +250,7 @@ def _make_envs(
     *,
     vec: str = "dummy",
     wrapper: str | None = None,
+    make_base: Any = None,
 ) -> tuple[Any, Any]:
     """The training vector env (with Monitor logs) and the one-env evaluation vector env.
 
@@ -248,9 +264,13 @@ def _make_envs(
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     wrap = FlattenObservation if flatten else None
-    make_env = functools.partial(_make_env, env_kwargs)  # picklable for SubprocVecEnv
-    make_train_env = functools.partial(_make_env, env_kwargs, wrapper)
+    make_env = functools.partial(_make_env, env_kwargs, None, make_base)  # picklable
+    make_train_env = functools.partial(_make_env, env_kwargs, wrapper, make_base)
     if vec == "native":
+        if make_base is not None:
+            raise ValueError(
+                "make_base_env needs vec='dummy' (the native vec env is EvalStop-v0's)"
+            )
         from .native_vec import make_native_venv
 
         (log_dir / "monitor").mkdir(parents=True, exist_ok=True)
@@ -393,17 +413,18 @@ class _PolicyPredictor:
         return np.array([self.policy.act(r) for r in rows], dtype=np.int64), state
 
 
-def _make_env(env_kwargs: dict[str, Any], wrapper: str | None = None) -> Any:
+def _make_env(env_kwargs: dict[str, Any], wrapper: str | None = None, make_base: Any = None) -> Any:
     """EvalStop-v0 with the episode metrics lifted into info, so Monitor can log them.
 
-    With ``wrapper`` (:data:`ENV_WRAPPERS`), EvalStop-v0 inside that wrapper instead.
+    With ``wrapper`` (:data:`ENV_WRAPPERS`), EvalStop-v0 inside that wrapper instead;
+    ``make_base()`` builds the env in place of EvalStop-v0.
     """
     import gymnasium as gym
 
     import evalstop_gym  # noqa: F401
     from evalstop_gym.envs import wrappers
 
-    env = gym.make("EvalStop-v0", **env_kwargs)
+    env = make_base() if make_base is not None else gym.make("EvalStop-v0", **env_kwargs)
     if wrapper is not None:
         return getattr(wrappers, wrapper.rpartition(".")[2])(env)
     return wrappers.EpisodeMetricsInfo(env)

@@ -9,6 +9,7 @@ evalstop-gym curves ...           real micro-RLHF training curves
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -57,9 +58,14 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
 def cmd_benchmark(args: argparse.Namespace) -> int:
     """``evalstop-gym benchmark``: the scripted stoppers on one setting, as a table."""
     if args.suite:
-        from evalstop_experiments.e8 import cmd_suite
+        from evalstop_experiments.e8 import EXTRA_STOPPERS, cmd_suite
 
-        return cmd_suite(args)
+        EXTRA_STOPPERS.update(_suite_stoppers(args.policy))
+        try:
+            return cmd_suite(args)
+        finally:
+            for spec in args.policy:
+                EXTRA_STOPPERS.pop(spec, None)
     from evalstop_experiments.experiments import SCRIPTED, Cell
     from evalstop_experiments.report import add_deltas, summarise
     from evalstop_experiments.runner import run_task
@@ -67,7 +73,8 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
     env = env_kwargs_from_args(args)
     t0 = time.perf_counter()
-    tasks = [(Cell("bench", p, env), s) for p in SCRIPTED for s in range(args.seeds)]
+    policies = SCRIPTED + tuple(_learned_spec(spec, env) for spec in args.policy)
+    tasks = [(Cell("bench", p, env), s) for p in policies for s in range(args.seeds)]
     rows = Executor(workers=args.workers).map(run_task, tasks)
     add_deltas(rows)
     summary = summarise(rows)
@@ -79,6 +86,38 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     )
     print(f"{len(rows)} episodes in {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _learned_spec(spec: str, env: dict[str, Any]) -> Any:
+    """The PolicySpec of a ``--policy`` learned stopper, once it loads and fits ``env``."""
+    from baselines.learned import PRETRAINED, from_spec
+    from evalstop_experiments.experiments import PolicySpec
+    from evalstop_gym.envs import EvalStopEnv
+
+    learned = from_spec(spec)  # checks the spec and the model's hash now, not in a worker
+    learned.check_observation_space(EvalStopEnv(**env).observation_space)
+    params: dict[str, Any] = {"path": learned.path}
+    if spec.startswith("pretrained:"):
+        params["sha256"] = PRETRAINED[spec.partition(":")[2]]
+    return PolicySpec("Learned", params, label=spec)
+
+
+def _suite_stoppers(specs: list[str]) -> dict[str, Any]:
+    """E8's extra stoppers for ``--policy`` specs: name -> factory(task, env kwargs)."""
+    from baselines.learned import from_spec
+    from evalstop_gym.envs import EvalStopEnv
+
+    def factory(spec: str, task: str, kw: dict[str, Any]) -> Any:
+        learned = from_spec(spec)
+        try:
+            learned.check_observation_space(EvalStopEnv(**kw).observation_space)
+        except ValueError as e:
+            raise ValueError(f"--policy {spec} cannot play task {task}: {e}") from None
+        return learned
+
+    for spec in specs:
+        from_spec(spec)  # a bad spec or a tampered model fails before any episode runs
+    return {spec: functools.partial(factory, spec) for spec in specs}
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -121,6 +160,14 @@ def add_benchmark_parser(sub: Any) -> None:
     b = sub.add_parser("benchmark", help="the scripted stoppers on one setting, as a table")
     b.add_argument("--seeds", type=int, default=10, help="episodes per policy (default 10)")
     b.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    b.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="add a learned stopper (repeatable): pretrained:hard (the shipped model) or "
+        "model:PATH (a model file with its .sha256 record, as `train` writes)",
+    )
     add_env_arguments(b)
     from evalstop_experiments.e8 import add_suite_arguments
 

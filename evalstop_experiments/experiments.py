@@ -155,6 +155,7 @@ EXPERIMENTS: dict[str, str] = {
     "E6": "Scripted vs learned (SB3) stoppers",
     "E7": "Real micro-RLHF curves vs synthetic curves",
     "E8": "Benchmark suite: normalised scores against Bayes / Oracle",
+    "E9": "Generalisation: learned stoppers trained on one regime or a mixture, tested on others",
     "E11": "Heterogeneous GPU pools (A100/H100/V100), first-fit vs fastest placement",
     "E10": "Stop vs deprioritise, and the costs of a real cluster",
 }

@@ -573,6 +573,13 @@ def _e10(summary: list[dict[str, Any]]) -> list[str]:
     return e10_section(summary)
 
 
+def _e9(summary: list[dict[str, Any]]) -> list[str]:
+    """E9 (generalisation): the section lives with the experiment."""
+    from .e9 import section
+
+    return section(summary)
+
+
 #: Each experiment's section of REPORT.md; an experiment not listed gets the generic table.
 #: A new experiment module adds its own: ``SECTIONS["E8"] = my_section``.
 SECTIONS: dict[str, Section] = {
@@ -586,4 +593,5 @@ SECTIONS: dict[str, Section] = {
     "E7 scores": _e7_scores,
     "E11": _e11,
     "E10": _e10,
+    "E9": _e9,
 }

@@ -175,7 +175,7 @@ Stage = Callable[[Path, ReproduceOptions, Plan], None]
 
 def scripted_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     """E1-E5: the scripted policies on the synthetic workload."""
-    special = {"E6", "E7", "E8", "E10", "E11"}
+    special = {"E6", "E7", "E8", "E9", "E10", "E11"}
     chosen = None if opts.experiments is None else [e for e in opts.experiments if e not in special]
     if chosen != []:
         plan.cells += build_cells(opts.overrides, chosen)
@@ -306,6 +306,13 @@ def deprioritisation_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> Non
         plan.cells += e10.e10_cells(opts.overrides, quick=opts.quick)
 
 
+def generalisation_stage(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E9: learned stoppers trained on one regime or a mixture, tested on the others."""
+    from . import e9
+
+    e9.stage(out, opts, plan)
+
+
 #: The stages of a run, in order.  A new experiment appends its own.  E6's training comes
 #: after the :data:`BACKGROUND` stages (which need E7's corpus), so that they run beside it.
 STAGES: list[Stage] = [
@@ -316,6 +323,7 @@ STAGES: list[Stage] = [
     learned_stage,
     pools_stage,
     deprioritisation_stage,
+    generalisation_stage,
 ]
 
 
