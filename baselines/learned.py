@@ -51,13 +51,61 @@ def write_meta(path: str | Path, meta: dict[str, Any]) -> None:
         zf.writestr(META_NAME, json.dumps(meta, indent=2, sort_keys=True))
 
 
+#: Algorithms whose policy carries a recurrent (LSTM) state from one decision to the next.
+RECURRENT_ALGOS = ("recurrentppo",)
+
+
 def _algo(name: str) -> Any:
     from stable_baselines3 import A2C, DQN, PPO
 
-    algos = {"ppo": PPO, "a2c": A2C, "dqn": DQN}
+    algos = {"ppo": PPO, "a2c": A2C, "dqn": DQN, "recurrentppo": None}
     if name not in algos:
         raise ValueError(f"algo={name!r} is not allowed: one of {sorted(algos)}")
+    if name == "recurrentppo":
+        from sb3_contrib import RecurrentPPO  # only a recurrent model needs sb3-contrib
+
+        return RecurrentPPO
     return algos[name]
+
+
+def history_key(obs: dict[str, np.ndarray], drop_last: bool = False) -> tuple[bytes, ...]:
+    """A job's observed history in ``obs``: its type and every eval (and loss) seen so far.
+
+    With a window covering every checkpoint, the history of a job at one decision
+    is its history at the previous decision plus one value per window field, so
+    ``history_key(obs, drop_last=True)`` is the key of that job's previous
+    decision: the thread from which a recurrent policy's per-job state continues.
+    """
+    from .policies import observed
+
+    cut = -1 if drop_last else None
+    parts = [np.asarray(obs["job_type"]).tobytes()] if "job_type" in obs else []
+    parts += [observed(obs[f])[:cut].tobytes() for f in ("evals", "loss") if f in obs]
+    return tuple(parts)
+
+
+class _JobStates:
+    """One LSTM state per job, for a recurrent model playing interleaved cluster steps.
+
+    The model was trained on per-job episodes (``JobEpisodes``): its state is one
+    job's memory.  On a cluster episode consecutive decisions are on different
+    jobs, so the state of each job is kept under its history (:func:`history_key`)
+    and resumed at that job's next decision; a job seen for the first time starts
+    from the initial state.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.states: dict[tuple[bytes, ...], Any] = {}
+
+    def predict(self, x: Any, obs: dict[str, np.ndarray], deterministic: bool) -> Any:
+        """The action on ``x`` (the model's input for ``obs``), continuing ``obs``'s job."""
+        state = self.states.pop(history_key(obs, drop_last=True), None)
+        action, state = self.model.predict(
+            x, state=state, episode_start=np.array([state is None]), deterministic=deterministic
+        )
+        self.states[history_key(obs)] = state
+        return action
 
 
 class Learned:
@@ -109,6 +157,12 @@ class Learned:
             }
         )
         self.name = label or self.meta.get("label") or f"Learned-{self.algo}"
+        self._jobs = _JobStates(self.model) if self.algo in RECURRENT_ALGOS else None
+        if self._jobs is not None and "evals" not in self.obs_fields:
+            raise ValueError(
+                f"{self.path}: a recurrent model needs 'evals' in its observation to tell "
+                f"jobs apart; it was trained on {list(self.obs_fields)}"
+            )
 
     @classmethod
     def pretrained(
@@ -134,7 +188,9 @@ class Learned:
         )
 
     def reset(self) -> None:
-        """Nothing to forget between episodes: the model is stateless."""
+        """Forget the per-job states of a recurrent model (others are stateless)."""
+        if self._jobs is not None:
+            self._jobs.states.clear()
 
     def check_observation_space(self, space: spaces.Dict) -> None:
         """Refuse an observation space other than the one the model was trained on."""
@@ -155,7 +211,10 @@ class Learned:
                 f"got an observation with {sorted(obs)}"
             )
         x: Any = spaces.flatten(self._dict_space, obs) if self.flatten else obs
-        action, _ = self.model.predict(x, deterministic=self.deterministic)
+        if self._jobs is not None:
+            action = self._jobs.predict(x, obs, self.deterministic)
+        else:
+            action, _ = self.model.predict(x, deterministic=self.deterministic)
         return int(np.asarray(action).item())
 
     def __repr__(self) -> str:

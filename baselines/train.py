@@ -23,7 +23,7 @@ import numpy as np
 from evalstop_gym.envs import EvalStopEnv
 from evalstop_gym.fileio import atomic_savefig, write_hash_record
 
-from .learned import _algo, write_meta
+from .learned import RECURRENT_ALGOS, _algo, write_meta
 
 #: Episode metrics Monitor writes to its CSV at the end of each episode.
 MONITOR_KEYWORDS = (
@@ -37,7 +37,7 @@ MONITOR_KEYWORDS = (
 
 #: RL Zoo hyperparameter files, one per algorithm: the single source of the settings.
 HYPERPARAMS_DIR = Path(__file__).with_name("hyperparams")
-ALGOS: tuple[str, ...] = ("a2c", "dqn", "ppo")
+ALGOS: tuple[str, ...] = ("a2c", "dqn", "ppo", "recurrentppo")
 #: Keys of a zoo file that are not keyword arguments of the SB3 algorithm.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "env_wrapper")
 #: Training-env wrappers a zoo file may name (``env_wrapper``), by RL Zoo's dotted path.
@@ -144,6 +144,7 @@ def train(
     hp = {**load_hyperparams(algo), **(hyperparams or {})}
     # ``{"env_wrapper": null}`` in the overrides trains on whole cluster episodes.
     wrapper = _env_wrapper(hp.pop("env_wrapper", zoo.get("env_wrapper")), vec)
+    recurrent = _check_recurrent(algo, wrapper, env_kwargs)
     venv, eval_env = _make_envs(
         env_kwargs,
         n_envs,
@@ -154,7 +155,10 @@ def train(
         vec=vec,
         wrapper=wrapper,
         make_base=make_base_env,
+        eval_wrapped=recurrent,
     )
+    if recurrent:  # as many evaluation jobs as whole cluster episodes would hold
+        eval_episodes *= EvalStopEnv(**env_kwargs).config.resolved_workload().n_jobs
     model = _make_model(algo, hp, venv, seed, flatten, verbose, tensorboard, log_dir)
     callback = _eval_callback(
         eval_env, seed + EVAL_SEED_OFFSET, eval_freq, n_envs, eval_episodes, log_dir, keep_best
@@ -189,6 +193,7 @@ def train(
             "n_envs": n_envs,
             "env_wrapper": wrapper,
             "train_env": None if make_base_env is None else repr(make_base_env),
+            "eval_episodes": "job" if recurrent else "cluster",
             "hyperparams": hp,
             "label": label,
             "learning_curve": curve,
@@ -230,6 +235,27 @@ def _check_args(policy: str, timesteps: int, n_envs: int) -> None:
         raise ValueError(f"timesteps={timesteps} and n_envs={n_envs} must be >= 1")
 
 
+def _check_recurrent(algo: str, wrapper: str | None, env_kwargs: dict[str, Any]) -> bool:
+    """True for a recurrent algorithm, once its training setup keeps one job per LSTM thread.
+
+    Its LSTM state is one job's memory, so it trains on per-job episodes, and
+    ``Learned`` finds a job's state again from the job's history, which needs a
+    window covering every checkpoint.
+    """
+    if algo not in RECURRENT_ALGOS:
+        return False
+    if wrapper is None:
+        raise ValueError(f"algo={algo!r} needs env_wrapper={ENV_WRAPPERS[0]!r} (per-job episodes)")
+    probe = EvalStopEnv(**env_kwargs)
+    k = probe.config.resolved_calibration().evals_per_job
+    if probe.window < k or "evals" not in probe.obs_fields:
+        raise ValueError(
+            f"algo={algo!r} needs 'evals' in obs_fields and eval_window None or >= {k} "
+            f"(got obs_fields={list(probe.obs_fields)}, eval_window={probe.window})"
+        )
+    return True
+
+
 def _output_paths(out: str | Path) -> tuple[Path, Path]:
     """The model file (``.zip``) and its log folder (``models/ppo.zip`` -> ``models/ppo/``)."""
     out = Path(out)
@@ -251,13 +277,16 @@ def _make_envs(
     vec: str = "dummy",
     wrapper: str | None = None,
     make_base: Any = None,
+    eval_wrapped: bool = False,
 ) -> tuple[Any, Any]:
     """The training vector env (with Monitor logs) and the one-env evaluation vector env.
 
     ``vec="native"`` trains on N simulators batched in one process
     (:mod:`baselines.native_vec`) instead of N wrapped envs.  ``wrapper``
-    (:data:`ENV_WRAPPERS`) wraps the training envs only: the periodic evaluation
-    always plays whole cluster episodes, the score the model is selected by.
+    (:data:`ENV_WRAPPERS`) wraps the training envs, and the evaluation env only
+    with ``eval_wrapped`` (a recurrent model, whose state SB3's evaluation would
+    carry across a cluster episode's interleaved jobs): otherwise the periodic
+    evaluation plays whole cluster episodes, the score the model is selected by.
     """
     from gymnasium.wrappers import FlattenObservation
     from stable_baselines3.common.env_util import make_vec_env
@@ -287,7 +316,12 @@ def _make_envs(
             monitor_kwargs={"info_keywords": () if wrapper else MONITOR_KEYWORDS},
             vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
         )
-    eval_env = make_vec_env(make_env, n_envs=1, seed=seed + EVAL_SEED_OFFSET, wrapper_class=wrap)
+    eval_env = make_vec_env(
+        make_train_env if eval_wrapped else make_env,
+        n_envs=1,
+        seed=seed + EVAL_SEED_OFFSET,
+        wrapper_class=wrap,
+    )
     return venv, eval_env
 
 
@@ -309,8 +343,9 @@ def _make_model(
             tensorboard = str(log_dir / "tb")
         except ImportError:
             tensorboard = None
+    lstm = "Lstm" if algo in RECURRENT_ALGOS else ""
     return _algo(algo)(
-        "MlpPolicy" if flatten else "MultiInputPolicy",
+        f"Mlp{lstm}Policy" if flatten else f"MultiInput{lstm}Policy",
         venv,
         seed=seed,
         verbose=verbose,

@@ -175,7 +175,7 @@ def test_training_uses_the_zoo_files_hyperparameters(trained: TrainResult) -> No
     assert meta["env_kwargs"]["n_jobs"] == ENV["n_jobs"]  # the caller's override wins
     for algo in ALGOS:
         conf = load_zoo_config(algo)
-        assert conf["policy_kwargs"] == {"net_arch": [64, 64]}
+        assert conf["policy_kwargs"]["net_arch"] == [64, 64]
         assert conf["env_kwargs"]["n_jobs"] == 100 and conf["n_envs"] == 4
         assert not set(load_hyperparams(algo)) & set(ZOO_KEYS)
 
@@ -244,3 +244,50 @@ def test_cli_train_on_a_task_with_ppo_trains_on_job_episodes(tmp_path: Path, cap
     assert meta["env_kwargs"]["eval_noise"] == 0.05 and meta["env_kwargs"]["n_jobs"] == 8
     assert meta["env_wrapper"] == "evalstop_gym.envs.wrappers.JobEpisodes"
     assert meta["hyperparams"]["gamma"] == 1.0
+
+
+@pytest.mark.slow
+def test_recurrent_ppo_keeps_each_jobs_lstm_state_across_interleaved_cluster_steps(
+    tmp_path: Path,
+) -> None:
+    """On a cluster episode, Learned threads each job's own LSTM state, as in training.
+
+    Reference: the in-memory model run on each job's observations alone (one
+    state per job id, read from the env), i.e. what per-job training episodes
+    showed it.  States must match exactly, also when another job decided between.
+    """
+    pytest.importorskip("sb3_contrib")
+    from baselines.learned import history_key
+    from evalstop_gym.suite import suite_task
+
+    kw = {**suite_task("hard-0.05"), "n_jobs": 8}
+    small = {"n_steps": 64, "batch_size": 32, "n_epochs": 1}
+    res = train(tmp_path / "lstm.zip", algo="recurrentppo", timesteps=128, n_envs=1,
+                env_kwargs=kw, eval_freq=10**9, progress=False, keep_best=False,
+                hyperparams=small)  # fmt: skip
+    loaded = Learned(res.path)
+    env = EvalStopEnv(**kw)
+    obs, _ = env.reset(seed=3)
+    threads: dict[int, tuple] = {}
+    done, last, resumed_after_other = False, None, 0
+    while not done:
+        jid = env._jid
+        resumed_after_other += jid in threads and last != jid
+        state = threads.get(jid)
+        want, threads[jid] = res.model.predict(
+            obs, state=state, episode_start=np.array([state is None]), deterministic=True
+        )
+        action = loaded.act(obs)
+        assert action == int(want)
+        for got, ref in zip(loaded._jobs.states[history_key(obs)], threads[jid]):
+            np.testing.assert_array_equal(got, ref)
+        obs, _, done, _, _ = env.step(action)
+        last = jid
+    assert resumed_after_other > 5
+
+
+def test_recurrent_ppo_refuses_whole_cluster_episodes(tmp_path: Path) -> None:
+    pytest.importorskip("sb3_contrib")
+    with pytest.raises(ValueError, match="needs env_wrapper"):
+        train(tmp_path / "x.zip", algo="recurrentppo", timesteps=64, env_kwargs=ENV,
+              hyperparams={"env_wrapper": None}, progress=False)  # fmt: skip
