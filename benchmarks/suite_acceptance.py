@@ -10,7 +10,10 @@ Prints, and checks against the issue's targets:
 2. on `hard-0.12` at 1/2x, 1x and 2x the suite's price: the normalised scores of
    the tuned floors (target <= 0.5) and EvalStop(k=2) (target <= 0.6), and
    U_Bayes - U0 with its bootstrap CI (target: > 0, CI excluding 0);
-3. the Bayes stopper's decisions per second on a 200-job `hard-0.12` episode,
+3. the honest metrics of every stopper on `hard-0.12` at 1x (the README's table:
+   FPR over healthy RLHF runs, recall after the peak beside the share of stops
+   before it, GPU-hours of killed healthy runs, regret against the Oracle);
+4. the Bayes stopper's decisions per second on a 200-job `hard-0.12` episode,
    by process CPU time, beside EvalStop(k=2) run the same way (interleaved
    repetitions, min and median).
 
@@ -51,11 +54,13 @@ def auc_table(seeds: int, corpus: str | None) -> bool:
     return ok
 
 
-def floors_and_bayes(seeds: int) -> bool:
-    """Print the hard-0.12 scores at the three prices; True if every target is met."""
-    ok = True
+def floors_and_bayes(seeds: int) -> tuple[bool, list[dict]]:
+    """Print the hard-0.12 scores at the three prices; (every target met, the 1x rows)."""
+    ok, at_1x = True, []
     for f in PRICE_FACTORS:
         rows = {r["stopper"]: r for r in e8.run_task("hard-0.12", f, range(seeds))}
+        if f == 1.0:
+            at_1x = list(rows.values())
         floors = max(rows["StopAt (tuned)"]["score"], rows["Gate (tuned)"]["score"])
         ev = rows["EvalStop(k=2)"]["score"]
         b = rows["Bayes"]
@@ -66,7 +71,32 @@ def floors_and_bayes(seeds: int) -> bool:
             f"U_Bayes - U0 = {b['u_minus_u0']:.2f} [{b['u_minus_u0_lo']:.2f}, "
             f"{b['u_minus_u0_hi']:.2f}] (> 0)  {'ok' if line_ok else 'MISSED'}"
         )
-    return ok
+    return ok, at_1x
+
+
+#: The honest metrics' columns (``honest_metrics``) and how many decimals each shows.
+HONEST_COLUMNS = (
+    ("precision", 2),
+    ("recall", 2),
+    ("fpr", 2),
+    ("fpr_rlhf", 2),
+    ("recall_after_peak", 2),
+    ("stops_before_peak_frac", 2),
+    ("killed_healthy_gpu_hours", 0),
+    ("total_gpu_hours", 0),
+    ("wasted_gpu_hours", 0),
+    ("regret_vs_oracle", 1),
+)
+
+
+def honest_table(rows: list[dict]) -> str:
+    """The rows' honest metrics (means over seeds) as a Markdown table."""
+    head = ["stopper", *(name for name, _ in HONEST_COLUMNS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["stopper"]] + [e8._fmt(r[name], d) for name, d in HONEST_COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def decisions_per_second(reps: int = 5) -> None:
@@ -92,14 +122,17 @@ def decisions_per_second(reps: int = 5) -> None:
 
 
 def main() -> None:
-    """Run the three checks; exit 1 if a target is missed."""
+    """Run the checks and print the tables; exit 1 if a target is missed."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--corpus", default=None, help="a micro-RLHF corpus (JSONL) for its AUC")
     args = ap.parse_args()
     ok = auc_table(args.seeds, args.corpus)
     print("hard-0.12 at the three prices (scores normalised to Bayes)")
-    ok &= floors_and_bayes(args.seeds)
+    targets_met, at_1x = floors_and_bayes(args.seeds)
+    ok &= targets_met
+    print("honest metrics, hard-0.12 at 1x (means over seeds)")
+    print(honest_table(at_1x))
     print("Bayes stopper speed (200-job hard-0.12 episode)")
     decisions_per_second()
     raise SystemExit(0 if ok else 1)
