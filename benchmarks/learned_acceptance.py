@@ -19,6 +19,10 @@ on 1000..1005).  Every model then plays E8's test seeds beside E8's stoppers
   tuned StopAt-p; mean score >= 0.75 on ``hard-0.05`` and >= 0.6 on
   ``hard-0.12`` while the tuned floors stay <= 0.5;
 * the number of training seeds, the budget and the wall time;
+* beside them, ``DropFromBest (tuned)``: the simplest rule reading the signal a
+  learned stopper turns out to read (an RLHF run whose best eval exceeds the
+  mean of its last m evals by delta is past its peak), tuned on E8's
+  validation seeds like the floors, so a learned score can be told from it;
 
 and writes ``OUT/E8_stops_<task>.png`` (where every stopper, learned ones
 included, ends runs).  Targets live here, not in the tests.  Exit status 1 if one
@@ -36,9 +40,11 @@ from typing import Any
 import numpy as np
 
 from baselines.learned import Learned
+from baselines.policies import observed
 from baselines.train import train
 from evalstop_experiments import e8
 from evalstop_gym.parallel import Executor
+from evalstop_gym.sim.workloads import RLHF
 from evalstop_gym.suite import suite_task
 
 #: Training seeds are TRAIN_SEED_BASE + 100 k: far from the test and validation seeds.
@@ -46,6 +52,47 @@ TRAIN_SEED_BASE = 100
 #: The issue's targets: minimum mean normalised score per task, maximum for the floors.
 SCORE_TARGETS = {"hard-0.05": 0.75, "hard-0.12": 0.6}
 FLOOR_MAX = 0.5
+
+
+#: DropFromBest's grid: the drop from the best eval, and how many last evals are averaged.
+DROP_DELTAS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
+DROP_WINDOWS = (1, 2, 3, 4)
+
+
+class DropFromBest:
+    """Stop an RLHF run once its best eval exceeds the mean of its last ``m`` evals by ``delta``.
+
+    The rule a post-peak detector reduces to when it reads a run's own evals
+    only: the baseline a learned stopper has to beat to have learned more.
+    """
+
+    def __init__(self, delta: float, m: int) -> None:
+        """Its threshold and window (evals averaged)."""
+        self.delta, self.m = float(delta), int(m)
+        self.name = f"DropFromBest-{delta:g}/{m}"
+
+    def reset(self) -> None:
+        """Stateless."""
+
+    def act(self, obs: dict[str, np.ndarray]) -> int:
+        """1 (stop) if the job is RLHF and its last evals fell ``delta`` below its best."""
+        if int(np.argmax(obs["job_type"])) != RLHF:
+            return 0
+        evals = observed(obs["evals"])
+        if len(evals) <= self.m:
+            return 0
+        return int(float(evals.max() - evals[-self.m :].mean()) > self.delta)
+
+    def __repr__(self) -> str:
+        """Its parameters."""
+        return f"DropFromBest({self.delta:g}, m={self.m})"
+
+
+def tuned_drop_from_best(task: str, kw: dict[str, Any]) -> DropFromBest:
+    """DropFromBest tuned on E8's validation seeds for these env kwargs (as E8 tunes floors)."""
+    episodes = [e8.job_observations(kw, s) for s in e8.VALIDATION_SEEDS]
+    grid = (DropFromBest(d, m) for d in DROP_DELTAS for m in DROP_WINDOWS)
+    return e8.tune(grid, episodes)  # type: ignore[return-value]
 
 
 def train_one(job: tuple[str, int, str, int | None, str]) -> tuple[str, int, str, float]:
@@ -73,13 +120,30 @@ def score_task(
     """Run E8 on ``task`` at 1x with the models as extra stoppers; the rows by stopper."""
     names = [f"learned #{k}" for k in range(len(models))]
     e8.EXTRA_STOPPERS.clear()
+    e8.EXTRA_STOPPERS["DropFromBest (tuned)"] = tuned_drop_from_best
     for name, path in zip(names, models):
         e8.EXTRA_STOPPERS[name] = partial(_load, path)
     positions: dict = {}
     kw_rows = e8.run_task(task, 1.0, range(test_seeds), n_jobs=n_jobs, positions=positions)
     e8.EXTRA_STOPPERS.clear()
     e8.stop_position_figures(out, positions)
-    return {"rows": {r["stopper"]: r for r in kw_rows}, "names": names}
+    where = {name: pos for (_, _, name), pos in positions.items()}
+    return {"rows": {r["stopper"]: r for r in kw_rows}, "names": names, "where": where}
+
+
+def where_it_stops(hack_delta: np.ndarray, healthy_end: np.ndarray) -> str:
+    """One line of :func:`e8.stop_positions` pooled over seeds, the figure's numbers.
+
+    Hacking runs: median end progress minus true-peak progress, and the share
+    ended before the peak; healthy runs: the share stopped and the earliest stop.
+    """
+    stopped = healthy_end[healthy_end < 1.0 - 1e-9]
+    earliest = f"{stopped.min():.2f}" if len(stopped) else "–"
+    return (
+        f"hacking: median end - peak {np.median(hack_delta):+.2f}, "
+        f"{np.mean(hack_delta < 0):.0%} before the peak; healthy: "
+        f"{len(stopped) / max(len(healthy_end), 1):.0%} stopped (earliest {earliest})"
+    )
 
 
 def _load(path: str, task: str, kw: dict[str, Any]) -> Learned:
@@ -92,9 +156,12 @@ def report(task: str, result: dict[str, Any]) -> tuple[float, bool]:
     print(f"\n{task} (1x price, {rows['NoStop']['seeds']} test seeds; score 1 = Bayes)")
     for name, r in rows.items():
         print(
-            f"  {name:16s} score {r['score']:6.3f} [{r['score_lo']:6.3f}, {r['score_hi']:6.3f}]"
+            f"  {name:20s} score {r['score']:6.3f} [{r['score_lo']:6.3f}, {r['score_hi']:6.3f}]"
             f"  utility {r['utility']:8.3f}  {r['params'][:60]}"
         )
+    print("  where each stopper ends runs (pooled over test seeds):")
+    for name, pos in result["where"].items():
+        print(f"  {name:20s} {where_it_stops(*pos)}")
     scores = np.array([rows[n]["score"] for n in names])
     mean = float(scores.mean())
     half = _t_half_width(scores)
@@ -151,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     trained = Executor(workers=args.workers).map(train_one, jobs)
     train_wall = time.perf_counter() - t0
+    for _, k, path, seconds in sorted(trained):
+        print(f"trained {path} (seed {TRAIN_SEED_BASE + 100 * k}): {seconds:.0f} s")
     ok = True
     for task in tasks:
         models = [p for t, _, p, _ in sorted(trained) if t == task]
