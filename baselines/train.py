@@ -175,13 +175,13 @@ def train(
     model, selected_best = _save_selected(model, algo, log_dir, keep_best, tmp_out)
     curve = _learning_curve(log_dir / "evaluations.npz")
     probe = EvalStopEnv(**env_kwargs)
-    ref = _evalstop_reference(
-        eval_env, seed + EVAL_SEED_OFFSET, probe.observation_space, flatten, eval_episodes
-    )
+    # A custom base env (e.g. a padded mixture) may observe more than env_kwargs' env.
+    space = probe.observation_space if make_base_env is None else make_base_env().observation_space
+    ref = _evalstop_reference(eval_env, seed + EVAL_SEED_OFFSET, space, flatten, eval_episodes)
     write_meta(
         tmp_out,
         {
-            **_observation_meta(probe, flatten),
+            **_observation_meta(space, probe.window, flatten),
             "algo": algo,
             "policy": policy,
             "env_kwargs": env_kwargs,
@@ -394,13 +394,19 @@ def _evalstop_reference(
     return float(evaluate_policy(predictor, eval_env, episodes)[0])
 
 
-def _observation_meta(probe: EvalStopEnv, flatten: bool) -> dict[str, Any]:
-    """What :class:`baselines.Learned` needs to rebuild and check the observation."""
-    space = probe.observation_space
+def _observation_meta(space: Any, window: int, flatten: bool) -> dict[str, Any]:
+    """What :class:`baselines.Learned` needs to rebuild and check the observation.
+
+    The window recorded is the one ``space`` shows (a padded base env's may be wider
+    than its ``env_kwargs``'), else ``window``.
+    """
+    from evalstop_gym.envs.wrappers import WINDOW_FIELDS
+
+    shown = [s.shape[0] // 2 for k, s in space.spaces.items() if k in WINDOW_FIELDS]
     return {
         "flatten": flatten,
         "obs_fields": list(space.spaces),
-        "eval_window": probe.window,
+        "eval_window": shown[0] if shown else window,
         "observation_space": {
             k: {"low": s.low.tolist(), "high": s.high.tolist()} for k, s in space.spaces.items()
         },

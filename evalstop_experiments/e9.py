@@ -14,10 +14,15 @@ validation episode uses.
 Scoring is E8's (:func:`evalstop_experiments.e8.normalised_score`): 0 = NoStop,
 1 = the Bayes stopper on synthetic tasks, the privileged Oracle on real
 corpora, with a 95 % paired bootstrap CI over test seeds.  NoStop and the
-reference play the task as E8 does; the models see the last
-:data:`~baselines.domain_random.COMMON_WINDOW` evals (``paper`` declares 10
-checkpoints, the others 20, and a model's observation has one size), on the
-very same episodes: the window changes what a policy sees, not the episode.
+reference play the task as E8 does.  Every model observes a
+:data:`~baselines.domain_random.COMMON_WINDOW`-eval window (20: every
+checkpoint of a 20-checkpoint task).  ``paper`` declares 10 checkpoints, so its
+episodes are padded to that window, in training
+(:class:`~baselines.domain_random.DomainRandomised`) and in play
+(:class:`~baselines.domain_random.PaddedPolicy`): ten empty slots on the left,
+exactly what a 20-slot window shows of a 10-checkpoint history.  Padding
+changes what a model sees, not the episode: it plays the very episodes NoStop
+and the reference play.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.domain_random import COMMON_WINDOW, domain_kwargs, mixture_tasks
+from baselines.domain_random import COMMON_WINDOW, checkpoints, domain_kwargs, mixture_tasks
 
 from . import e8
 
@@ -60,8 +65,7 @@ SIZES: dict[str, dict[str, Any]] = {
 #: The training seed: neither a test seed (0..n-1) nor a validation seed (1000..1005).
 TRAIN_SEED = 100
 #: The full run's extra row: the shipped ``Learned.pretrained("hard")`` (trained on
-#: ``hard-0.05`` with the whole eval history, 150k steps), on the tasks whose observation
-#: it fits (20 checkpoints: not ``paper``).
+#: ``hard-0.05`` with the whole 20-eval history, 150k steps), played like the others.
 SHIPPED = "hard-0.05 (shipped, all evals)"
 EXPERIMENT = "E9"
 #: Said under a quick table: its models have had one rollout, so their rows say nothing.
@@ -102,14 +106,15 @@ def train_models(
     for name in train_sets:
         tasks = TRAIN_SETS[name]
         domains = domain_kwargs(tasks, n_jobs=n_jobs, eval_window=COMMON_WINDOW)
-        label = f"E9 {name}, {timesteps} steps, {n_envs} envs, {n_jobs} jobs, seed {TRAIN_SEED}"
+        label = f"E9 {name}, window {COMMON_WINDOW}, {timesteps} steps, {n_envs} envs, {n_jobs} jobs, seed {TRAIN_SEED}"
         path = folder / f"ppo-{name}.zip"
         if path.exists() and Path(f"{path}.sha256").exists() and read_meta(path)["label"] == label:
             models[name] = path
             continue
         if progress is not None:
             progress(f"E9 training PPO on {name} ({timesteps} steps)")
-        mixed = len(domains) > 1
+        # A mixture, or a narrower task padded to the common window.
+        custom = len(domains) > 1 or domains[0]["eval_window"] < COMMON_WINDOW
         res = train(
             path,
             algo="ppo",
@@ -117,7 +122,11 @@ def train_models(
             n_envs=n_envs,
             seed=TRAIN_SEED,
             env_kwargs=domains[0],
-            make_base_env=functools.partial(DomainRandomised, domains) if mixed else None,
+            make_base_env=(
+                functools.partial(DomainRandomised, domains, window=COMMON_WINDOW)
+                if custom
+                else None
+            ),
             eval_freq=max(timesteps // 5, 1),
             eval_episodes=eval_episodes,
             progress=False,
@@ -154,9 +163,10 @@ def score_models(
     uref = [e8.play(kw, s, ref)["utility"] for s in seeds]
     rows = []
     for name, path in models.items():
-        policy = Learned.pretrained("hard") if name == SHIPPED else Learned(path)
-        play_kw = kw if name == SHIPPED else {**kw, "eval_window": COMMON_WINDOW}
-        if not _fits(policy, play_kw):
+        policy, play_kw = _player(
+            Learned.pretrained("hard") if name == SHIPPED else Learned(path), kw
+        )
+        if policy is None:
             continue
         u = [e8.play(play_kw, s, policy)["utility"] for s in seeds]
         score = zip(("score", "score_lo", "score_hi"), e8.normalised_score(u, u0, uref))
@@ -180,15 +190,26 @@ def score_models(
     return rows
 
 
-def _fits(policy: Any, kw: dict[str, Any]) -> bool:
-    """Whether ``policy`` observes what the env of ``kw`` gives (fields and shapes)."""
-    from evalstop_gym.envs import EvalStopEnv
+def _player(model: Any, kw: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """How ``model`` plays the task of ``kw``: (policy, env kwargs); (None, kw) if it cannot.
 
+    The model sees its own window W: the last W evals of a task with K >= W
+    checkpoints, the whole history padded to W slots on a task with fewer.
+    """
+    from baselines.domain_random import PaddedPolicy
+    from evalstop_gym.envs import EvalStopEnv
+    from evalstop_gym.envs.wrappers import pad_observation_space
+
+    w = int(model.meta["eval_window"])
+    k = checkpoints(kw)
+    play_kw = {**kw, "eval_window": min(w, k)}
+    space = EvalStopEnv(**play_kw).observation_space
+    policy = model if k >= w else PaddedPolicy(model, w)
     try:
-        policy.check_observation_space(EvalStopEnv(**kw).observation_space)
+        model.check_observation_space(space if k >= w else pad_observation_space(space, w))
     except ValueError:
-        return False
-    return True
+        return None, kw
+    return policy, play_kw
 
 
 def run_e9(
@@ -258,7 +279,8 @@ def legend(rows: Sequence[dict[str, Any]]) -> str:
         f"PPO (shipped defaults, {'/'.join(map(str, steps))} steps, training seed {TRAIN_SEED}) "
         "trained on each row's tasks; "
         f"`mix` draws each training cluster episode from {mix}. Models see the last "
-        f"{COMMON_WINDOW} evals. {seeds} test seeds per cell. {e8.SCORE_LEGEND}"
+        f"{COMMON_WINDOW} evals (`paper`'s 10, padded to {COMMON_WINDOW} slots). "
+        f"{seeds} test seeds per cell. {e8.SCORE_LEGEND}"
         + (SMOKE_NOTE if max(steps, default=0) <= SIZES["quick"]["timesteps"] else "")
     )
 

@@ -64,9 +64,10 @@ def test_job_episodes_compose_with_domain_randomisation() -> None:
     assert len(regimes) > 1 and n_ckpts == {10, 20}
 
 
-def test_domains_with_different_observation_shapes_are_refused() -> None:
-    with pytest.raises(ValueError, match="eval_window"):
-        DomainRandomised(domain_kwargs(["paper-0.12", "hard-0.12"], n_jobs=4, eval_window=None))
+def test_domains_with_different_observation_fields_are_refused() -> None:
+    a, b = domain_kwargs(["paper-0.12", "hard-0.12"], n_jobs=4)
+    with pytest.raises(ValueError, match="obs_fields"):
+        DomainRandomised([a, {**b, "obs_fields": ["evals", "progress"]}])
     with pytest.raises(ValueError, match="domains"):
         DomainRandomised([])
 

@@ -56,6 +56,9 @@ class JobEpisodes(gym.Wrapper):
         self._values: np.ndarray | None = None
         self._job = 0
         self._ckpt = 1
+        # The outermost ``observation_at``: a PadWindow (or a mixture of domains) in
+        # between pads what the base env tabulates.
+        self._observation_at = env.get_wrapper_attr("observation_at")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start the next job (a new cluster episode when the last one is used up or seeded)."""
@@ -66,19 +69,19 @@ class JobEpisodes(gym.Wrapper):
         else:
             self._job += 1
         self._ckpt = 1
-        return self.env.unwrapped.observation_at(self._job, 1), {"job": self._job}
+        return self._observation_at(self._job, 1), {"job": self._job}
 
     def step(self, action: Any):
         """Continue (0) or stop (1) the current job at its current checkpoint."""
         assert self._values is not None, "step() before reset()"
         values = self._values[self._job]
         if int(np.asarray(action).item()):
-            return self.env.unwrapped.observation_at(self._job, self._ckpt), 0.0, True, False, {}
+            return self._observation_at(self._job, self._ckpt), 0.0, True, False, {}
         reward = float(values[self._ckpt] - values[self._ckpt - 1])
         self._ckpt += 1
         done = self._ckpt >= len(values)
         obs_ckpt = self._ckpt - 1 if done else self._ckpt
-        obs = self.env.unwrapped.observation_at(self._job, obs_ckpt)
+        obs = self._observation_at(self._job, obs_ckpt)
         return obs, reward, done, False, {}
 
     def _job_values(self) -> np.ndarray:
@@ -94,3 +97,102 @@ class JobEpisodes(gym.Wrapper):
             sim.deliver_best,
             sim.step_frac,
         )
+
+
+#: The fields that hold a window of W values followed by their W-slot mask.
+WINDOW_FIELDS: tuple[str, ...] = ("evals", "loss")
+
+
+def _pad_halves(x: np.ndarray, window: int) -> np.ndarray:
+    """``x`` (W values then W mask slots) with ``window - W`` empty slots left of each half."""
+    w = x.shape[-1] // 2
+    if window < w:
+        raise ValueError(f"window={window} is not allowed: at least the observed window {w}")
+    pad = np.zeros(window - w, dtype=x.dtype)
+    return np.concatenate([pad, x[:w], pad, x[w:]])
+
+
+def pad_observation(obs: dict[str, np.ndarray], window: int) -> dict[str, np.ndarray]:
+    """One ``EvalStop-v0`` observation as a ``window``-slot env would give it.
+
+    The ``evals`` and ``loss`` fields are right-aligned and zero-padded with a
+    mask (first W values, last W mask), so the W-slot observation of a job seen
+    through a larger window is the same with ``window - W`` empty slots (value
+    0, mask 0) on the left of each half; the other fields do not depend on the
+    window.  A new dict; ``obs`` is not changed.
+
+    Raises:
+        ValueError: ``window`` smaller than the observation's window.
+    """
+    return {k: _pad_halves(v, window) if k in WINDOW_FIELDS else v for k, v in obs.items()}
+
+
+def pad_observation_space(space: gym.spaces.Dict, window: int) -> gym.spaces.Dict:
+    """The observation space :func:`pad_observation` maps ``space`` into.
+
+    ``evals`` and ``loss`` keep their bounds on ``2 * window`` slots;
+    ``consecutive_declines`` (bounded by the K checkpoints a job declares, and
+    an env with a ``window``-slot window declares K >= ``window``) is bounded by
+    ``max(K, window)``: the space of an env whose jobs declare ``window``
+    checkpoints, the usual target.
+    """
+    out = {}
+    for k, box in space.spaces.items():
+        if k in WINDOW_FIELDS:
+            w = box.shape[0] // 2
+            if window < w:
+                raise ValueError(f"window={window} is not allowed: at least the space's window {w}")
+            low, high = _pad_bounds(box.low, window), _pad_bounds(box.high, window)
+            box = gym.spaces.Box(low, high, dtype=box.dtype)
+        elif k == "consecutive_declines":
+            box = gym.spaces.Box(box.low, np.maximum(box.high, window), dtype=box.dtype)
+        out[k] = box
+    return gym.spaces.Dict(out)
+
+
+def _pad_bounds(b: np.ndarray, window: int) -> np.ndarray:
+    """Bounds of a padded window field: each half's first bound repeated on the new slots."""
+    w = b.shape[0] // 2
+    extra = window - w
+    return np.concatenate([np.repeat(b[:1], extra), b[:w], np.repeat(b[w : w + 1], extra), b[w:]])
+
+
+class PadWindow(gym.ObservationWrapper):
+    """An ``EvalStop-v0`` env whose W-slot eval window is seen through a larger one.
+
+    A model trained with a ``window``-slot observation can then play (or train
+    on) an env whose window is smaller, e.g. ``paper`` (10 checkpoints) beside
+    regimes with 20: its observations are exactly what a ``window``-slot env
+    would show for the same history (:func:`pad_observation`), in
+    :func:`pad_observation_space` (or ``observation_space`` when given, e.g. a
+    wider-bounded one shared with other envs, which must contain every padded
+    observation's shape).  ``observation_at`` pads too, so :class:`JobEpisodes`
+    replays padded jobs.
+    """
+
+    def __init__(
+        self, env: gym.Env, window: int, observation_space: gym.spaces.Dict | None = None
+    ) -> None:
+        """Wrap ``env`` (a Dict observation with ``evals``/``loss`` windows) to ``window`` slots."""
+        super().__init__(env)
+        self.window = window
+        padded = pad_observation_space(env.observation_space, window)
+        if observation_space is not None:
+            got = {k: s.shape for k, s in observation_space.spaces.items()}
+            want = {k: s.shape for k, s in padded.spaces.items()}
+            if got != want:
+                raise ValueError(
+                    f"observation_space has fields/shapes {got}; padding to window={window} "
+                    f"gives {want}"
+                )
+            padded = observation_space
+        self.observation_space = padded
+
+    def observation(self, observation: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The observation padded to :attr:`window` slots."""
+        return pad_observation(observation, self.window)
+
+    def observation_at(self, jid: int, ckpt: int) -> dict[str, np.ndarray]:
+        """The inner env's ``observation_at`` (job ``jid`` after ``ckpt`` checkpoints), padded."""
+        inner = self.env.get_wrapper_attr("observation_at")
+        return pad_observation(inner(jid, ckpt), self.window)
