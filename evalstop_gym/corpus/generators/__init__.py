@@ -6,8 +6,10 @@ They need torch, so nothing in :mod:`evalstop_gym` imports them; they depend on
 
 from __future__ import annotations
 
+import argparse
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -31,3 +33,24 @@ def summary_line(
         f"{len(traces)} {what} in {elapsed:.1f} s wall; {per_run}; {n_hack} hacking "
         f"({share:.1f}%); wrote {path}"
     )
+
+
+def generate_and_report(
+    generate: Callable[..., Sequence], args: argparse.Namespace, path: Path, what: str = "runs"
+) -> int:
+    """Run a corpus generator with the command's executor flags and print its summary line.
+
+    ``generate`` takes the shared flags of ``curves generate`` (``workers``, ``backend``,
+    ``address``, ``progress``) and fills ``timings``; returns the exit status (0).
+    """
+    timings: list[float] = []
+    started = time.perf_counter()
+    traces = generate(
+        workers=args.workers,
+        backend=args.backend,
+        address=args.address,
+        progress=not args.no_progress,
+        timings=timings,
+    )
+    print(summary_line(traces, time.perf_counter() - started, timings, path, what))
+    return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import itertools
 import json
 import os
@@ -41,7 +42,7 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
-from evalstop_gym.corpus.generators import summary_line
+from evalstop_gym.corpus.generators import generate_and_report
 from evalstop_gym.fileio import atomic_open, atomic_savefig, atomic_write
 from evalstop_gym.parallel import Executor
 
@@ -374,21 +375,8 @@ def run(args: argparse.Namespace) -> int:
 
         return run_cli(args)
     if args.curves_command == "generate":
-        timings: list[float] = []
-        started = time.perf_counter()
-        traces = generate_corpus(
-            args.runs,
-            out / TRACES_FILE,
-            seed=args.seed,
-            workers=args.workers,
-            backend=args.backend,
-            address=args.address,
-            progress=not args.no_progress,
-            timings=timings,
-        )
-        elapsed = time.perf_counter() - started
-        print(summary_line(traces, elapsed, timings, out / TRACES_FILE))
-        return 0
+        make = functools.partial(generate_corpus, args.runs, out / TRACES_FILE, seed=args.seed)
+        return generate_and_report(make, args, out / TRACES_FILE)
     if args.curves_command == "fit":
         traces = read_traces(args.traces)
         rows = fit_corpus(traces)

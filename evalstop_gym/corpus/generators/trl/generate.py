@@ -19,6 +19,7 @@ seed ``S * 100_000 + i``: 48 runs cover the grid once.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from evalstop_gym.corpus.format import CurveTrace, write_traces
-from evalstop_gym.corpus.generators import summary_line
+from evalstop_gym.corpus.generators import generate_and_report
 from evalstop_gym.parallel import Executor
 
 #: The swept hyperparameters and their values (see module docstring).
@@ -164,20 +165,8 @@ def run_cli(args: Any) -> int:
     """
     overrides = QUICK_OVERRIDES if args.quick else {}
     specs = trl_specs(args.runs, args.seed, **overrides)
-    timings: list[float] = []
-    started = time.perf_counter()
-    traces = generate_trl_corpus(
-        specs,
-        args.out,
-        workers=args.workers,
-        backend=args.backend,
-        address=args.address,
-        progress=not args.no_progress,
-        timings=timings,
-    )
-    elapsed = time.perf_counter() - started
-    print(summary_line(traces, elapsed, timings, Path(args.out) / TRACES_FILE, "TRL runs"))
-    return 0
+    make = functools.partial(generate_trl_corpus, specs, args.out)
+    return generate_and_report(make, args, Path(args.out) / TRACES_FILE, "TRL runs")
 
 
 def ship_corpus(out_dir: str | os.PathLike[str], name: str, command: str, seed: int) -> Path:
