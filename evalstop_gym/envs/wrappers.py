@@ -103,13 +103,21 @@ class JobEpisodes(gym.Wrapper):
 WINDOW_FIELDS: tuple[str, ...] = ("evals", "loss")
 
 
-def _pad_halves(x: np.ndarray, window: int) -> np.ndarray:
-    """``x`` (W values then W mask slots) with ``window - W`` empty slots left of each half."""
+def _pad_halves(x: np.ndarray, window: int, what: str, bounds: bool = False) -> np.ndarray:
+    """``x`` (W values then W mask slots) with ``window - W`` new slots left of each half.
+
+    The new slots are empty (0) for an observation; for a space's ``bounds`` they
+    repeat each half's first bound.
+    """
     w = x.shape[-1] // 2
     if window < w:
-        raise ValueError(f"window={window} is not allowed: at least the observed window {w}")
-    pad = np.zeros(window - w, dtype=x.dtype)
-    return np.concatenate([pad, x[:w], pad, x[w:]])
+        raise ValueError(f"window={window} is not allowed: at least the {what}'s window {w}")
+    extra = window - w
+
+    def new_slots(half: np.ndarray) -> np.ndarray:
+        return np.repeat(half[:1], extra) if bounds else np.zeros(extra, dtype=x.dtype)
+
+    return np.concatenate([new_slots(x[:w]), x[:w], new_slots(x[w:]), x[w:]])
 
 
 def pad_observation(obs: dict[str, np.ndarray], window: int) -> dict[str, np.ndarray]:
@@ -124,7 +132,10 @@ def pad_observation(obs: dict[str, np.ndarray], window: int) -> dict[str, np.nda
     Raises:
         ValueError: ``window`` smaller than the observation's window.
     """
-    return {k: _pad_halves(v, window) if k in WINDOW_FIELDS else v for k, v in obs.items()}
+    return {
+        k: _pad_halves(v, window, "observation") if k in WINDOW_FIELDS else v
+        for k, v in obs.items()
+    }
 
 
 def pad_observation_space(space: gym.spaces.Dict, window: int) -> gym.spaces.Dict:
@@ -139,22 +150,13 @@ def pad_observation_space(space: gym.spaces.Dict, window: int) -> gym.spaces.Dic
     out = {}
     for k, box in space.spaces.items():
         if k in WINDOW_FIELDS:
-            w = box.shape[0] // 2
-            if window < w:
-                raise ValueError(f"window={window} is not allowed: at least the space's window {w}")
-            low, high = _pad_bounds(box.low, window), _pad_bounds(box.high, window)
+            low = _pad_halves(box.low, window, "space", bounds=True)
+            high = _pad_halves(box.high, window, "space", bounds=True)
             box = gym.spaces.Box(low, high, dtype=box.dtype)
         elif k == "consecutive_declines":
             box = gym.spaces.Box(box.low, np.maximum(box.high, window), dtype=box.dtype)
         out[k] = box
     return gym.spaces.Dict(out)
-
-
-def _pad_bounds(b: np.ndarray, window: int) -> np.ndarray:
-    """Bounds of a padded window field: each half's first bound repeated on the new slots."""
-    w = b.shape[0] // 2
-    extra = window - w
-    return np.concatenate([np.repeat(b[:1], extra), b[:w], np.repeat(b[w : w + 1], extra), b[w:]])
 
 
 class PadWindow(gym.ObservationWrapper):
