@@ -8,6 +8,7 @@ model refuses an environment whose observation differs from its training one.
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import zipfile
@@ -51,21 +52,23 @@ def write_meta(path: str | Path, meta: dict[str, Any]) -> None:
         zf.writestr(META_NAME, json.dumps(meta, indent=2, sort_keys=True))
 
 
+#: Every algorithm ``train`` writes and ``Learned`` loads: its module and class, imported
+#: on use (sb3-contrib only for a recurrent model).
+ALGO_CLASSES: dict[str, tuple[str, str]] = {
+    "a2c": ("stable_baselines3", "A2C"),
+    "dqn": ("stable_baselines3", "DQN"),
+    "ppo": ("stable_baselines3", "PPO"),
+    "recurrentppo": ("sb3_contrib", "RecurrentPPO"),
+}
 #: Algorithms whose policy carries a recurrent (LSTM) state from one decision to the next.
 RECURRENT_ALGOS = ("recurrentppo",)
 
 
 def _algo(name: str) -> Any:
-    from stable_baselines3 import A2C, DQN, PPO
-
-    algos = {"ppo": PPO, "a2c": A2C, "dqn": DQN, "recurrentppo": None}
-    if name not in algos:
-        raise ValueError(f"algo={name!r} is not allowed: one of {sorted(algos)}")
-    if name == "recurrentppo":
-        from sb3_contrib import RecurrentPPO  # only a recurrent model needs sb3-contrib
-
-        return RecurrentPPO
-    return algos[name]
+    if name not in ALGO_CLASSES:
+        raise ValueError(f"algo={name!r} is not allowed: one of {sorted(ALGO_CLASSES)}")
+    module, cls = ALGO_CLASSES[name]
+    return getattr(importlib.import_module(module), cls)
 
 
 def history_key(obs: dict[str, np.ndarray], drop_last: bool = False) -> tuple[bytes, ...]:

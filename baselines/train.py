@@ -23,7 +23,7 @@ import numpy as np
 from evalstop_gym.envs import EvalStopEnv
 from evalstop_gym.fileio import atomic_savefig, write_hash_record
 
-from .learned import RECURRENT_ALGOS, _algo, write_meta
+from .learned import ALGO_CLASSES, RECURRENT_ALGOS, _algo, write_meta
 
 #: Episode metrics Monitor writes to its CSV at the end of each episode.
 MONITOR_KEYWORDS = (
@@ -37,7 +37,7 @@ MONITOR_KEYWORDS = (
 
 #: RL Zoo hyperparameter files, one per algorithm: the single source of the settings.
 HYPERPARAMS_DIR = Path(__file__).with_name("hyperparams")
-ALGOS: tuple[str, ...] = ("a2c", "dqn", "ppo", "recurrentppo")
+ALGOS: tuple[str, ...] = tuple(ALGO_CLASSES)
 #: Keys of a zoo file that are not keyword arguments of the SB3 algorithm.
 ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "env_wrapper")
 #: Training-env wrappers a zoo file may name (``env_wrapper``), by RL Zoo's dotted path.
