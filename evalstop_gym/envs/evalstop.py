@@ -13,7 +13,7 @@ from ..sim.boundary import BOUNDARY_FIELDS
 from ..sim.config import SimConfig
 from ..sim.engine import Simulator
 from ..sim.workloads import JOB_TYPES
-from .tables import continue_gains, field_widths, observation_rows
+from .tables import continue_gains, field_widths, fill_rows, new_table
 
 REWARD_MODES: tuple[str, ...] = ("utility", "system")
 REWARD_TIMINGS: tuple[str, ...] = ("dense", "delayed")
@@ -44,6 +44,15 @@ def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tu
             f"a non-empty subset, without repeats, of the boundary fields {list(BOUNDARY_FIELDS)}",
         )
     return tuple(f for f in BOUNDARY_FIELDS if f in fields)
+
+
+#: The env's per-episode float lookups held as memoryviews (see _lookup).
+_LOOKUPS = ("_true", "_gains", "_costs", "_step_costs")
+
+
+def _lookup(values: np.ndarray) -> memoryview:
+    """A float64 table as a memoryview: ``view[j, i]`` (or ``view[j]``) is a Python float."""
+    return memoryview(np.ascontiguousarray(values, dtype=np.float64))
 
 
 class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
@@ -346,17 +355,37 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         self._row_width = start
         self._field_slices = tuple((f, slice(a, b)) for f, a, b in self._slices)
         self.sim: Simulator | None = None
-        self._true: list[list[float]] = []
+        # Per-episode lookups, read one scalar at a time: memoryviews of float64
+        # arrays (t[j, i] is a Python float), made in no time where nested lists
+        # cost a Python float per element at every reset.
+        self._true: memoryview | None = None
         self._jid: int | None = None  # the job awaiting the agent's decision
         self._ckpt = 0  # its checkpoints done
         self._blocks: list[np.ndarray | None] = []
-        self._gains: list[list[float]] = []
-        self._costs: list[float] = []
-        self._step_costs: list[list[float]] | None = None
+        #: Observation tables by block, kept across episodes (see _build_block).
+        self._tables: dict[int, np.ndarray] = {}
+        self._gains: memoryview | None = None
+        self._costs: memoryview | None = None
+        self._step_costs: memoryview | None = None
         self._last_jobs_area = 0.0
         self._n_delivered = 0
         # The return's components, accumulated step by step.
         self._quality = self._gpu_cost = self._time_in_system = 0.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The env's state for pickle and deepcopy: each lookup memoryview as its array."""
+        state = self.__dict__.copy()
+        for name in _LOOKUPS:
+            if state.get(name) is not None:
+                state[name] = state[name].obj
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled env, making its lookup memoryviews again."""
+        for name in _LOOKUPS:
+            if state.get(name) is not None:
+                state[name] = memoryview(state[name])
+        self.__dict__.update(state)
 
     # ----------------------------------------------------------------- gym API
     def reset(
@@ -395,23 +424,23 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         """Per-episode lookups (see :mod:`evalstop_gym.envs.tables`)."""
         c, b = sim.curves, sim.batch
         if self.reward_mode == "system" or self.reward_timing == "delayed":
-            self._true = c.true_eval.tolist()  # list rows: fast reads at each job's end
+            self._true = _lookup(c.true_eval)  # read at each job's end
         self._blocks = [None] * (-(-len(b) // _ROW_BLOCK))
         if self.reward_mode == "utility":
-            self._gains = continue_gains(
-                c.true_eval, sim.best_observed, deliver_best=sim.deliver_best
-            ).tolist()
+            self._gains = _lookup(
+                continue_gains(c.true_eval, sim.best_observed, deliver_best=sim.deliver_best)
+            )
             k = c.obs_eval.shape[1]
             # The same float operations, in the same order, as price * gpus * T / K.
-            self._costs = (self.gpu_hour_price * b.gpus * b.duration_h / k).tolist()
+            self._costs = _lookup(self.gpu_hour_price * b.gpus * b.duration_h / k)
             # With step-time jitter an interval costs its own share of the run.
             self._step_costs = None
             if sim.step_frac is not None:
                 frac = np.asarray(sim.step_frac)
                 share = np.diff(frac, axis=1, append=frac[:, -1:])
-                self._step_costs = (
+                self._step_costs = _lookup(
                     self.gpu_hour_price * (b.gpus * b.duration_h)[:, None] * share
-                ).tolist()
+                )
 
     def step(
         self, action: Any
@@ -445,9 +474,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             # V_{i+1} - V_i of continuing (class docstring), tabulated at reset:
             # checkpoints are drawn when the episode is built, so the simulator
             # knows them; the agent does not.
-            gain = self._gains[jid][self._ckpt - 1]
+            gain = self._gains[jid, self._ckpt - 1]  # type: ignore[index]
             step_costs = self._step_costs
-            cost = self._costs[jid] if step_costs is None else step_costs[jid][self._ckpt - 1]
+            cost = self._costs[jid] if step_costs is None else step_costs[jid, self._ckpt - 1]  # type: ignore[index]
             self._quality += gain
             self._gpu_cost -= cost
             reward = gain - cost
@@ -544,8 +573,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         gain = cost = 0.0
         ended = sim.finished_since(self._n_delivered)
         for jid in ended:
-            job, true = sim.job(jid), self._true[jid]
-            gain += true[sim.delivered_checkpoint(jid)] - true[0]
+            job, true = sim.job(jid), self._true
+            gain += true[jid, sim.delivered_checkpoint(jid)] - true[jid, 0]  # type: ignore[index]
             first = job.duration * sim.work_fraction(jid, 1)
             cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
         self._n_delivered += len(ended)
@@ -561,7 +590,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         quality = 0.0
         ended = sim.finished_since(self._n_delivered)
         for jid in ended:
-            quality += self._true[jid][sim.delivered_checkpoint(jid)]
+            quality += self._true[jid, sim.delivered_checkpoint(jid)]  # type: ignore[index]
         self._n_delivered += len(ended)
         self._time_in_system -= self.time_cost * area
         self._quality += self.quality_weight * quality
@@ -590,12 +619,24 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         return {f: row[s] for f, s in self._field_slices}
 
     def _build_block(self, index: int) -> np.ndarray:
-        """Tabulate the observation rows of the index-th block of jobs."""
+        """Tabulate the observation rows of the index-th block of jobs.
+
+        Into the table of the previous episode's block when its shape fits:
+        every row handed out is copied first (by ``step``, ``reset``, the
+        vector env's batch), and the columns no episode changes stay written.
+        """
         sim = self.sim
         assert sim is not None
         sl = slice(index * _ROW_BLOCK, (index + 1) * _ROW_BLOCK)
         c = sim.curves
-        block = observation_rows(
+        n, k = c.obs_eval[sl].shape
+        table = self._tables.get(index)
+        if table is None or table.shape[:2] != (n, k):
+            table = self._tables[index] = new_table(
+                self.obs_fields, n, k, self.window, len(JOB_TYPES)
+            )
+        block = fill_rows(
+            table,
             self.obs_fields,
             sim.batch.job_type[sl],
             sim.declines[sl],

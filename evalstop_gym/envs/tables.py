@@ -30,34 +30,12 @@ def field_widths(window: int, n_types: int) -> dict[str, int]:
 
 
 @functools.lru_cache(maxsize=64)
-def _row_layout(fields: tuple[str, ...], window: int, k: int, n_types: int) -> np.ndarray:
-    """(K, D) column indices into the source matrix built by :func:`observation_rows`.
-
-    Source columns: the one-hot type, the evals padded with W zeros on the
-    left, the losses likewise, the declines, the progress, a 0 and a 1.
-    """
-    off_ev = n_types
-    off_loss = off_ev + window + k
-    off_dec = off_loss + window + k
-    off_prog = off_dec + k
-    zero, one = off_prog + k, off_prog + k + 1
-    rows = []
-    for c in range(k):  # after checkpoint c + 1
-        row: list[int] = []
-        for f in fields:
-            if f == "job_type":
-                row += range(n_types)
-            elif f in ("evals", "loss"):
-                off = off_ev if f == "evals" else off_loss
-                # The last W values, right-aligned: padded positions c+1 .. c+W.
-                row += [off + c + 1 + s for s in range(window)]
-                row += [one if c + 1 + s >= window else zero for s in range(window)]
-            elif f == "consecutive_declines":
-                row.append(off_dec + c)
-            elif f == "progress":
-                row.append(off_prog + c)
-        rows.append(row)
-    return np.asarray(rows, dtype=np.intp)
+def _mask(window: int, k: int) -> np.ndarray:
+    """(K, W) float32: row c - 1 marks the slots of a W-window filled after checkpoint c."""
+    filled = np.arange(1, k + 1)[:, None] + np.arange(window)[None, :] >= window
+    mask = filled.astype(np.float32)
+    mask.flags.writeable = False
+    return mask
 
 
 def _padded(values: np.ndarray, window: int, lo: float, hi: float) -> np.ndarray:
@@ -68,6 +46,80 @@ def _padded(values: np.ndarray, window: int, lo: float, hi: float) -> np.ndarray
     if padded.size and (padded.max() > hi or padded.min() < lo):  # rare: clip only when needed
         np.clip(padded, lo, hi, out=padded)
     return padded
+
+
+def _windows(padded: np.ndarray, window: int, k: int) -> np.ndarray:
+    """(n, K, W) view of ``padded``: row c - 1 is its slots c .. c + W - 1 (the last W values)."""
+    step = padded.strides[1]
+    return np.ndarray(
+        (padded.shape[0], k, window),
+        padded.dtype,
+        padded,
+        offset=step,
+        strides=(padded.strides[0], step, step),
+    )
+
+
+def _field_parts(
+    table: np.ndarray, fields: tuple[str, ...], window: int, n_types: int
+) -> list[tuple[str, np.ndarray]]:
+    """(field, its columns of ``table``) for each field, in row order."""
+    widths = field_widths(window, n_types)
+    parts, col = [], 0
+    for f in fields:
+        parts.append((f, table[:, :, col : col + widths[f]]))
+        col += widths[f]
+    return parts
+
+
+def new_table(fields: tuple[str, ...], n: int, k: int, window: int, n_types: int) -> np.ndarray:
+    """An (n, K, D) float32 table holding the columns no episode changes.
+
+    The masks of the eval and loss windows and the progress depend on the
+    checkpoint only; :func:`fill_rows` writes the rest, episode after episode.
+    """
+    widths = field_widths(window, n_types)
+    table = np.zeros((n, k, sum(widths[f] for f in fields)), dtype=np.float32)
+    for f, part in _field_parts(table, fields, window, n_types):
+        if f in ("evals", "loss"):
+            part[:, :, window:] = _mask(window, k)
+        elif f == "progress":
+            part[:, :, 0] = (np.arange(1, k + 1) / k).astype(np.float32)
+    return table
+
+
+def fill_rows(
+    table: np.ndarray,
+    fields: tuple[str, ...],
+    job_type: np.ndarray,
+    declines: np.ndarray,
+    obs_eval: np.ndarray,
+    loss: np.ndarray,
+    window: int,
+    n_types: int,
+    bounds: dict[str, tuple[float, float]],
+) -> np.ndarray:
+    """Write the episode's columns of a :func:`new_table` table; return it.
+
+    Row [j, i - 1] becomes job j's observation after checkpoint i: ``fields``
+    in order, with the widths of :func:`field_widths`; ``declines`` is the
+    engine's table of consecutive declines (n, K).  Each field is one strided
+    copy (the table is C-ordered: each row contiguous, a buffer
+    ``bytes.join`` can read).
+    """
+    k = obs_eval.shape[1]
+    for f, part in _field_parts(table, fields, window, n_types):
+        if f == "job_type":
+            # One type column at a time: a copy along the checkpoints is several
+            # times faster than broadcasting an n_types-wide one-hot into each row.
+            for t in range(n_types):
+                part[:, :, t] = (job_type == t)[:, None]
+        elif f in ("evals", "loss"):
+            padded = _padded(obs_eval if f == "evals" else loss, window, *bounds[f])
+            part[:, :, :window] = _windows(padded, window, k)
+        elif f == "consecutive_declines":
+            part[:, :, 0] = declines
+    return table
 
 
 def observation_rows(
@@ -82,25 +134,11 @@ def observation_rows(
 ) -> np.ndarray:
     """(n, K, D) float32: row [j, i - 1] is job j's observation after checkpoint i.
 
-    The row concatenates ``fields`` in order, with the widths of
-    :func:`field_widths`; ``declines`` is the engine's table of consecutive
-    declines (n, K).  Built as one gather from a small per-job source matrix.
+    A fresh :func:`new_table` filled by :func:`fill_rows`.
     """
     n, k = obs_eval.shape
-    source = np.concatenate(
-        [
-            np.eye(n_types, dtype=np.float32)[job_type],
-            _padded(obs_eval, window, *bounds["evals"]),
-            _padded(loss, window, *bounds["loss"]),
-            declines.astype(np.float32),
-            np.broadcast_to((np.arange(1, k + 1) / k).astype(np.float32), (n, k)),
-            np.broadcast_to(np.array([0.0, 1.0], np.float32), (n, 2)),
-        ],
-        axis=1,
-    )
-    # np.take, unlike source[:, layout], returns a C-ordered table: each row contiguous
-    # (one cache line run to copy, and a buffer bytes.join can read).
-    return np.take(source, _row_layout(fields, window, k, n_types), axis=1)
+    table = new_table(fields, n, k, window, n_types)
+    return fill_rows(table, fields, job_type, declines, obs_eval, loss, window, n_types, bounds)
 
 
 def continue_gains(

@@ -127,7 +127,8 @@ class EvalStopVectorEnv(VectorEnv):
                 f"actions={actions!r}: an integer array of shape ({self.num_envs},) of 0 or 1"
             )
         stops = acts.tolist()
-        if not set(stops) <= {0, 1}:
+        # Two C-level scans of a short list (True counts as 1, False as 0): cheaper than a set.
+        if stops.count(0) + stops.count(1) != self.num_envs:
             raise ValueError(f"actions={actions!r}: every action is 0 (continue) or 1 (stop)")
         autoreset = self._autoreset
         rows: list[np.ndarray] = []
@@ -135,12 +136,12 @@ class EvalStopVectorEnv(VectorEnv):
         rewards = [0.0] * self.num_envs
         terminated = np.zeros(self.num_envs, dtype=bool)
         infos: dict[str, Any] = {}
-        for i, step_row in enumerate(self._step_rows):
+        for i, (step_row, stop) in enumerate(zip(self._step_rows, stops)):
             if autoreset[i]:
                 append(self.envs[i]._reset_row())
                 autoreset[i] = False
                 continue
-            row, rewards[i] = step_row(stops[i] == 1)
+            row, rewards[i] = step_row(stop == 1)
             if row is not None:
                 append(row)
                 continue

@@ -211,8 +211,9 @@ class Simulator:
         # (making every pop pay for the whole trace), they form a sorted stream
         # merged with the heap.  Arrival i has counter i + 1 as if pushed first,
         # so at equal times arrivals come first, in job order.
-        order = sorted(range(len(self._arrival)), key=self._arrival.__getitem__)
-        self._arrivals = [(self._arrival[i], i) for i in order]
+        # (A stable sort by time: the same order as sorted() by arrival.)
+        order = np.argsort(self.batch.arrival_h, kind="stable")
+        self._arrivals = list(zip(self.batch.arrival_h[order].tolist(), order.tolist()))
         self._next_arrival = 0
         self._next_arrival_t = self._arrivals[0][0] if self._arrivals else math.inf
         self._heap: list[tuple[float, int, int, int]] = []  # (time, counter, jid, epoch)
@@ -226,7 +227,12 @@ class Simulator:
         config = self.config
         # Independent streams: the job mix does not move when the noise level
         # changes, and the noise draws are shared across noise levels.
-        ss_jobs, ss_curves, ss_noise = np.random.SeedSequence(seed).spawn(3)
+        # SeedSequence(seed).spawn(3), each child built directly (spawn builds the
+        # parent's pool first); with no seed, the children share fresh entropy.
+        entropy = np.random.SeedSequence().entropy if seed is None else seed
+        ss_jobs, ss_curves, ss_noise = (
+            np.random.SeedSequence(entropy, spawn_key=(i,)) for i in range(3)
+        )
         batch = self._make_batch(np.random.default_rng(ss_jobs))
         curves = sample_curves(
             batch,

@@ -68,6 +68,23 @@ class Curves:
     peak_progress: np.ndarray  # (n,) progress of the true peak; inf if none
 
 
+def _uniform_rows(
+    rng: np.random.Generator, ranges: tuple[tuple[float, float], ...], n: int
+) -> np.ndarray:
+    """``rng.uniform(lo, hi, size=(len(ranges), n))`` with lo, hi the ranges' columns, bit for bit.
+
+    ``Generator.uniform`` draws ``low + (high - low) * u`` with u from
+    ``random()``, element by element in C order: one ``random`` call and the
+    same two float operations give the very same numbers, without its
+    broadcasting path (a few times slower on a few hundred jobs).
+    """
+    bounds = np.array(ranges, dtype=float)
+    lo, span = bounds[:, :1], bounds[:, 1:] - bounds[:, :1]
+    if not np.isfinite(span).all():
+        raise OverflowError("Range exceeds valid bounds")  # what Generator.uniform raises
+    return lo + span * rng.random((len(ranges), n))
+
+
 def sample_curves(
     batch: JobBatch,
     cal: Calibration,
@@ -78,8 +95,7 @@ def sample_curves(
     """Draw every job's curves according to ``cal``."""
     n, k = len(batch), cal.evals_per_job
     p = np.arange(1, k + 1) / k
-    types = batch.job_type
-    rlhf = types == RLHF
+    rlhf = batch.job_type == RLHF
     hacking = batch.hacking
 
     # Draw every parameter for every job (fixed number of draws per job) so a
@@ -101,9 +117,7 @@ def sample_curves(
         cal.loss_plateau_at,
         cal.proxy_amplitude,
     )
-    lo = np.array([r[0] for r in ranges], dtype=float)[:, None]
-    hi = np.array([r[1] for r in ranges], dtype=float)[:, None]
-    draws = rng.uniform(lo, hi, size=(len(ranges), n))
+    draws = _uniform_rows(rng, ranges, n)
     rl_base, rl_amp, hack_peak, healthy_peak = draws[0], draws[1], draws[2], draws[3]
     sft_base, sft_amp, sft_tau = draws[4], draws[5], draws[6]
     loss_floor, loss_tau = draws[7], draws[8]
@@ -111,14 +125,14 @@ def sample_curves(
     plateau_at, proxy_amp = draws[10], draws[11]
 
     peak = np.where(hacking, hack_peak, np.where(rlhf, healthy_peak, np.inf))
-    # Each curve is computed for the jobs that use it only (elementwise, so
-    # the same values as computing both for every job and picking).
-    rl, sft = np.flatnonzero(rlhf), np.flatnonzero(~rlhf)
-    true_eval = np.empty((n, k))
+    # Both curve families are computed for every job and each job keeps its
+    # own: elementwise, so the same values as computing each on its jobs only,
+    # in fewer (and cheaper) array operations than gathering and scattering rows.
     if cal.rlhf_shape == "gao":
-        true_eval[rl] = rl_base[rl, None] + rl_amp[rl, None] * gao_shape(
-            p[None, :] / peak[rl, None]
-        )
+        # An RLHF job's peak is > 0 (Calibration checks it), so x > 0 and
+        # gao_shape is x (1 - ln x); the others get x = p, never used.
+        x = p[None, :] / np.where(rlhf, peak, 1.0)[:, None]
+        rl_curve = rl_base[:, None] + rl_amp[:, None] * (x * (1.0 - np.log(x)))
     else:
         # Drawn after every other parameter, so the gao calibrations' streams
         # stay exactly what they were.
@@ -126,14 +140,15 @@ def sample_curves(
             rng.uniform(r[0], r[1], size=n) for r in (cal.rlhf_tau, cal.hack_onset, cal.hack_drop)
         )
         drop = np.where(hacking & rlhf, drop, 0.0)
-        true_eval[rl] = rl_base[rl, None] + rl_amp[rl, None] * rise_decline_shape(
-            p[None, :], tau[rl, None], onset[rl, None], drop[rl, None]
+        rl_curve = rl_base[:, None] + rl_amp[:, None] * rise_decline_shape(
+            p[None, :], tau[:, None], onset[:, None], drop[:, None]
         )
         # a healthy run rises to its end: no peak within (or beyond) it
         peak = np.where(rlhf & hacking, rise_decline_peak(tau, onset, drop), np.inf)
-    true_eval[sft] = sft_base[sft, None] + sft_amp[sft, None] * saturating_shape(
-        p[None, :], sft_tau[sft, None]
+    sft_curve = sft_base[:, None] + sft_amp[:, None] * saturating_shape(
+        p[None, :], sft_tau[:, None]
     )
+    true_eval = np.where(rlhf[:, None], rl_curve, sft_curve)
 
     # Training loss falls for every job, hacking or not: the decoupling the
     # paper rests on.  A plateauing job stops improving at `plateau_at`.
@@ -143,8 +158,8 @@ def sample_curves(
     )
     proxy = proxy_amp[:, None] * saturating_shape(p, np.float64(0.5))[None, :]
 
-    z_eval = noise_rng.standard_normal((n, k))
-    z_loss = noise_rng.standard_normal((n, k))
-    obs_eval = true_eval + eval_noise * z_eval
-    loss = np.maximum(true_loss + cal.loss_noise * z_loss, 0.0)
+    # One call: the eval noise, then the loss noise, as two calls in that order draw them.
+    z = noise_rng.standard_normal((2, n, k))
+    obs_eval = true_eval + eval_noise * z[0]
+    loss = np.maximum(true_loss + cal.loss_noise * z[1], 0.0)
     return Curves(p, true_eval, obs_eval, loss, proxy, peak)

@@ -194,9 +194,18 @@ class JobBatch:
 def _assign_types(
     rng: np.random.Generator, n: int, mix: tuple[float, ...], hack_fraction: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    types = rng.choice(3, size=n, p=np.asarray(mix) / sum(mix))
-    hack_draw = rng.random(n)
-    hacking = (types == RLHF) & (hack_draw < hack_fraction)
+    """Job types drawn from ``mix`` and hack labels (RLHF jobs only), from two U[0, 1) rows.
+
+    ``rng.choice(3, size=n, p=p)`` is ``cdf.searchsorted(rng.random(n), side="right")``
+    with ``cdf = p.cumsum() / its last value``; drawing its uniforms and the hack
+    draws in one ``random`` call gives the very same numbers, without
+    ``choice``'s checks of ``p`` (the workload checked the mix).
+    """
+    cdf = (np.asarray(mix) / sum(mix)).cumsum()
+    cdf /= cdf[-1]
+    u = rng.random((2, n))
+    types = cdf.searchsorted(u[0], side="right")
+    hacking = (types == RLHF) & (u[1] < hack_fraction)
     return types.astype(np.int64), hacking
 
 
@@ -218,23 +227,66 @@ def step_time_fractions(
     return frac
 
 
+@dataclass(frozen=True)
+class _SizePlan:
+    """Per-type lookup arrays of a workload's sizes and durations (indexed by job type).
+
+    ``cdf[t]`` is type t's GPU-demand cdf padded with +inf, ``gpus[t]`` its
+    demands padded with the last one, so that counting the cdf values <= u
+    is ``searchsorted(cdf, u, side="right")`` for every type at once.
+    """
+
+    mean_gpu_hours: float
+    cdf: np.ndarray
+    gpus: np.ndarray
+    median: np.ndarray
+    log_sd: np.ndarray
+
+
+@functools.lru_cache(maxsize=64)
+def _size_plan(profiles: tuple[TypeProfile, ...], type_mix: tuple[float, ...]) -> _SizePlan:
+    """The :class:`_SizePlan` of a workload's profiles and mix (cached: both are immutable)."""
+    width = max(len(p.gpus) for p in profiles)
+    cdf = np.full((len(profiles), width), np.inf)
+    gpus = np.empty((len(profiles), width + 1), dtype=np.int64)
+    for t, prof in enumerate(profiles):
+        # The same operations as a per-type draw, so the same cdf bits.
+        cdf[t, : len(prof.gpus)] = np.cumsum(prof.gpu_probs) / sum(prof.gpu_probs)
+        gpus[t, : len(prof.gpus)] = prof.gpus
+        gpus[t, len(prof.gpus) :] = prof.gpus[-1]
+    return _SizePlan(
+        # Workload.mean_gpu_hours, term for term.
+        mean_gpu_hours=sum(m * p.mean_gpu_hours() for m, p in zip(type_mix, profiles)),
+        cdf=cdf,
+        gpus=gpus,
+        median=np.array([p.duration_median_h for p in profiles]),
+        log_sd=np.array([p.duration_log_sd for p in profiles]),
+    )
+
+
 def generate_jobs(workload: Workload, num_gpus: int, rng: np.random.Generator) -> JobBatch:
-    """Draw a synthetic episode: Poisson arrivals, types, sizes, durations."""
+    """Draw a synthetic episode: Poisson arrivals, types, sizes, durations.
+
+    Each job's size and duration is computed elementwise with its own type's
+    parameters, looked up by type: the same float operations as one pass
+    per type, so the same numbers, in a handful of array operations.
+    """
     n = workload.n_jobs
     check_fits(workload, num_gpus)
-    rate = workload.arrival_rate(num_gpus)
+    try:
+        plan = _size_plan(workload.profiles, tuple(workload.type_mix))
+    except TypeError:  # a hand-built workload with unhashable fields: no cache
+        plan = _size_plan.__wrapped__(workload.profiles, tuple(workload.type_mix))
+    rate = workload.load * num_gpus / plan.mean_gpu_hours  # Workload.arrival_rate
     arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))
     arrivals -= arrivals[0]  # the first job arrives at t = 0
     types, hacking = _assign_types(rng, n, workload.type_mix, workload.hack_fraction)
-    gpus = np.empty(n, dtype=np.int64)
-    duration = np.empty(n)
     z = rng.standard_normal(n)
     gpu_u = rng.random(n)
-    for t, prof in enumerate(workload.profiles):
-        sel = types == t
-        cdf = np.cumsum(prof.gpu_probs) / sum(prof.gpu_probs)
-        gpus[sel] = np.asarray(prof.gpus)[np.searchsorted(cdf, gpu_u[sel], side="right")]
-        duration[sel] = prof.duration_median_h * np.exp(prof.duration_log_sd * z[sel])
+    # A u past a cdf that rounds below 1 takes the type's last demand.
+    pick = (plan.cdf[types] <= gpu_u[:, None]).sum(axis=1)
+    gpus = plan.gpus[types, pick]
+    duration = plan.median[types] * np.exp(plan.log_sd[types] * z)
     estimate = duration * np.exp(workload.estimate_log_sd * rng.standard_normal(n))
     return JobBatch(arrivals, types, gpus, duration, estimate, hacking)
 
