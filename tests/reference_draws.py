@@ -115,3 +115,64 @@ def sample_curves(
     obs_eval = true_eval + eval_noise * z_eval
     loss = np.maximum(true_loss + cal.loss_noise * z_loss, 0.0)
     return Curves(p, true_eval, obs_eval, loss, proxy, peak)
+
+
+def observation_rows(
+    fields: tuple[str, ...],
+    job_type: np.ndarray,
+    declines: np.ndarray,
+    obs_eval: np.ndarray,
+    loss: np.ndarray,
+    window: int,
+    n_types: int,
+    bounds: dict[str, tuple[float, float]],
+) -> np.ndarray:
+    """The observation table as one ``np.take`` from a per-job source matrix."""
+    n, k = obs_eval.shape
+    source = np.concatenate(
+        [
+            np.eye(n_types, dtype=np.float32)[job_type],
+            _padded(obs_eval, window, *bounds["evals"]),
+            _padded(loss, window, *bounds["loss"]),
+            declines.astype(np.float32),
+            np.broadcast_to((np.arange(1, k + 1) / k).astype(np.float32), (n, k)),
+            np.broadcast_to(np.array([0.0, 1.0], np.float32), (n, 2)),
+        ],
+        axis=1,
+    )
+    return np.take(source, _row_layout(fields, window, k, n_types), axis=1)
+
+
+def _padded(values: np.ndarray, window: int, lo: float, hi: float) -> np.ndarray:
+    """(n, W + K) float32: W zeros, then the values, clipped."""
+    n, k = values.shape
+    padded = np.zeros((n, window + k), dtype=np.float32)
+    padded[:, window:] = values
+    if padded.size and (padded.max() > hi or padded.min() < lo):
+        np.clip(padded, lo, hi, out=padded)
+    return padded
+
+
+def _row_layout(fields: tuple[str, ...], window: int, k: int, n_types: int) -> np.ndarray:
+    """(K, D) column indices into the source matrix of :func:`observation_rows`."""
+    off_ev = n_types
+    off_loss = off_ev + window + k
+    off_dec = off_loss + window + k
+    off_prog = off_dec + k
+    zero, one = off_prog + k, off_prog + k + 1
+    rows = []
+    for c in range(k):
+        row: list[int] = []
+        for f in fields:
+            if f == "job_type":
+                row += range(n_types)
+            elif f in ("evals", "loss"):
+                off = off_ev if f == "evals" else off_loss
+                row += [off + c + 1 + s for s in range(window)]
+                row += [one if c + 1 + s >= window else zero for s in range(window)]
+            elif f == "consecutive_declines":
+                row.append(off_dec + c)
+            elif f == "progress":
+                row.append(off_prog + c)
+        rows.append(row)
+    return np.asarray(rows, dtype=np.intp)
