@@ -9,6 +9,7 @@ levels (observed = true + sigma * z with the same z).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,11 +79,22 @@ def _uniform_rows(
     same two float operations give the very same numbers, without its
     broadcasting path (a few times slower on a few hundred jobs).
     """
+    try:
+        lo, span = _bounds(ranges)
+    except TypeError:  # a range given as a list: unhashable, so not cached
+        lo, span = _bounds.__wrapped__(ranges)
+    return lo + span * rng.random((len(ranges), n))
+
+
+@functools.lru_cache(maxsize=64)
+def _bounds(ranges: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(lows, highs - lows) of ``ranges`` as (R, 1) columns, computed as ``uniform`` does."""
     bounds = np.array(ranges, dtype=float)
     lo, span = bounds[:, :1], bounds[:, 1:] - bounds[:, :1]
     if not np.isfinite(span).all():
         raise OverflowError("Range exceeds valid bounds")  # what Generator.uniform raises
-    return lo + span * rng.random((len(ranges), n))
+    lo.flags.writeable = span.flags.writeable = False
+    return lo, span
 
 
 def sample_curves(
