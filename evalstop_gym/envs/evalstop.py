@@ -13,7 +13,7 @@ from ..sim.boundary import BOUNDARY_FIELDS
 from ..sim.config import SimConfig
 from ..sim.engine import Simulator
 from ..sim.workloads import JOB_TYPES
-from .tables import continue_gains, field_widths, fill_rows, new_table
+from .tables import continue_gains, field_widths, new_table, observation_rows
 
 REWARD_MODES: tuple[str, ...] = ("utility", "system")
 REWARD_TIMINGS: tuple[str, ...] = ("dense", "delayed")
@@ -635,8 +635,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             table = self._tables[index] = new_table(
                 self.obs_fields, n, k, self.window, len(JOB_TYPES)
             )
-        block = fill_rows(
-            table,
+        block = observation_rows(
             self.obs_fields,
             sim.batch.job_type[sl],
             sim.declines[sl],
@@ -645,6 +644,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             self.window,
             len(JOB_TYPES),
             _BOUNDS,
+            table,
         )
         self._blocks[index] = block
         return block

@@ -76,7 +76,7 @@ def new_table(fields: tuple[str, ...], n: int, k: int, window: int, n_types: int
     """An (n, K, D) float32 table holding the columns no episode changes.
 
     The masks of the eval and loss windows and the progress depend on the
-    checkpoint only; :func:`fill_rows` writes the rest, episode after episode.
+    checkpoint only; :func:`observation_rows` writes the rest, episode after episode.
     """
     widths = field_widths(window, n_types)
     table = np.zeros((n, k, sum(widths[f] for f in fields)), dtype=np.float32)
@@ -85,40 +85,6 @@ def new_table(fields: tuple[str, ...], n: int, k: int, window: int, n_types: int
             part[:, :, window:] = _mask(window, k)
         elif f == "progress":
             part[:, :, 0] = (np.arange(1, k + 1) / k).astype(np.float32)
-    return table
-
-
-def fill_rows(
-    table: np.ndarray,
-    fields: tuple[str, ...],
-    job_type: np.ndarray,
-    declines: np.ndarray,
-    obs_eval: np.ndarray,
-    loss: np.ndarray,
-    window: int,
-    n_types: int,
-    bounds: dict[str, tuple[float, float]],
-) -> np.ndarray:
-    """Write the episode's columns of a :func:`new_table` table; return it.
-
-    Row [j, i - 1] becomes job j's observation after checkpoint i: ``fields``
-    in order, with the widths of :func:`field_widths`; ``declines`` is the
-    engine's table of consecutive declines (n, K).  Each field is one strided
-    copy (the table is C-ordered: each row contiguous, a buffer
-    ``bytes.join`` can read).
-    """
-    k = obs_eval.shape[1]
-    for f, part in _field_parts(table, fields, window, n_types):
-        if f == "job_type":
-            # One type column at a time: a copy along the checkpoints is several
-            # times faster than broadcasting an n_types-wide one-hot into each row.
-            for t in range(n_types):
-                part[:, :, t] = (job_type == t)[:, None]
-        elif f in ("evals", "loss"):
-            padded = _padded(obs_eval if f == "evals" else loss, window, *bounds[f])
-            part[:, :, :window] = _windows(padded, window, k)
-        elif f == "consecutive_declines":
-            part[:, :, 0] = declines
     return table
 
 
@@ -131,14 +97,32 @@ def observation_rows(
     window: int,
     n_types: int,
     bounds: dict[str, tuple[float, float]],
+    table: np.ndarray | None = None,
 ) -> np.ndarray:
     """(n, K, D) float32: row [j, i - 1] is job j's observation after checkpoint i.
 
-    A fresh :func:`new_table` filled by :func:`fill_rows`.
+    The row concatenates ``fields`` in order, with the widths of
+    :func:`field_widths`; ``declines`` is the engine's table of consecutive
+    declines (n, K).  Written into ``table`` (a :func:`new_table` of this
+    shape: its constant columns are kept) when given, else into a new one.
+    Each field is one strided copy; the table is C-ordered, each row
+    contiguous (a buffer ``bytes.join`` can read).
     """
     n, k = obs_eval.shape
-    table = new_table(fields, n, k, window, n_types)
-    return fill_rows(table, fields, job_type, declines, obs_eval, loss, window, n_types, bounds)
+    if table is None:
+        table = new_table(fields, n, k, window, n_types)
+    for f, part in _field_parts(table, fields, window, n_types):
+        if f == "job_type":
+            # One type column at a time: a copy along the checkpoints is several
+            # times faster than broadcasting an n_types-wide one-hot into each row.
+            for t in range(n_types):
+                part[:, :, t] = (job_type == t)[:, None]
+        elif f in ("evals", "loss"):
+            padded = _padded(obs_eval if f == "evals" else loss, window, *bounds[f])
+            part[:, :, :window] = _windows(padded, window, k)
+        elif f == "consecutive_declines":
+            part[:, :, 0] = declines
+    return table
 
 
 def continue_gains(
