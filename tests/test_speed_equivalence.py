@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import heapq
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from evalstop_gym import SAMPLE_TRACE, KDeclineRule
 from evalstop_gym.sim.config import SimConfig
-from evalstop_gym.sim.engine import Simulator
+from evalstop_gym.sim.engine import Simulator, _neg
+from evalstop_gym.sim.job import RUNNING, WAITING
 from evalstop_gym.sim.metrics import linear_percentiles
 from evalstop_gym.sim.workloads import step_time_fractions
 
@@ -83,3 +88,131 @@ def test_linear_percentiles_equal_numpys_bit_for_bit(values: list[float], percen
     ours = linear_percentiles(x, tuple(percents))
     theirs = np.percentile(x, percents).tolist()
     assert [v.hex() for v in ours] == [v.hex() for v in theirs]
+
+
+class _PlainPasses(Simulator):
+    """The engine without the pass shortcuts of issue 15's flatness work.
+
+    Every pass after a checkpoint whose job the best waiting one now beats runs
+    (also when it beat it before), preemption candidates are popped and pushed
+    back when too few, and preempted segments' checkpoints stay in the event heap.
+    """
+
+    _event_slack = math.inf
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._lean_passes = False
+
+
+class _EagerCompaction(Simulator):
+    """The engine compacting its event heap at every preemption (mid-pass, mid-loop)."""
+
+    _event_slack = -(10**9)
+
+
+class _Counting(Simulator):
+    """The engine counting its passes, compactions and failed victim probes."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.counts = {"passes": 0, "compactions": 0, "probes_failed": 0}
+
+    def _schedule(self) -> None:
+        self.counts["passes"] += 1
+        super()._schedule()
+
+    def _compact_events(self) -> None:
+        self.counts["compactions"] += 1
+        super()._compact_events()
+
+    def _worse_running_cover(self, wkey, need) -> bool:
+        covered = super()._worse_running_cover(wkey, need)
+        self.counts["probes_failed"] += not covered
+        return covered
+
+
+def _contended(scheduler: str, **extra) -> SimConfig:
+    """A small Philly replay on few GPUs: queues, preemptions, multi-GPU jobs."""
+    return SimConfig(scheduler=scheduler, trace=SAMPLE_TRACE, **extra)
+
+
+@settings(max_examples=16, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    stop_seed=st.integers(0, 3),
+    scheduler=st.sampled_from(SCHEDULERS),
+    workload=st.sampled_from(("synthetic-0.9", "synthetic-2.0", "philly-16", "philly-64")),
+    calibration=st.sampled_from(("paper", "hard")),
+)
+def test_lean_passes_equal_plain_passes(
+    seed: int, stop_seed: int, scheduler: str, workload: str, calibration: str
+) -> None:
+    kind, size = workload.split("-")
+    if kind == "philly":
+        cfg = _contended(scheduler, num_gpus=int(size), n_jobs=60, calibration=calibration)
+    else:
+        cfg = SimConfig(scheduler=scheduler, calibration=calibration, n_jobs=40, load=float(size))
+    fast = _episode(Simulator, cfg, seed, stop_seed)
+    assert repr(fast) == repr(_episode(_PlainPasses, cfg, seed, stop_seed))
+    assert repr(fast) == repr(_episode(_EagerCompaction, cfg, seed, stop_seed))
+
+
+@pytest.mark.parametrize("scheduler", ["srtf-est", "tiresias", "loss-aware"])
+def test_the_shortcuts_are_taken_and_change_nothing(scheduler: str) -> None:
+    cfg = SimConfig(scheduler=scheduler, num_gpus=256, n_jobs=400, load=1.5)
+    lean, plain = _Counting(cfg, 3, record_events=True), _Counting(cfg, 3, record_events=True)
+    lean._event_slack = -16  # compact sooner: a small episode holds few stale checkpoints
+    plain._lean_passes = False
+    plain._event_slack = math.inf
+    rule = KDeclineRule(2)
+    assert repr(lean.run(rule)) == repr(plain.run(rule))
+    assert lean.events == plain.events
+    assert lean.counts["compactions"] > 0 and plain.counts["compactions"] == 0
+    assert lean.counts["probes_failed"] > 0 and plain.counts["probes_failed"] == 0
+    assert lean.counts["passes"] < plain.counts["passes"]
+
+
+def test_stale_count_matches_the_event_heap() -> None:
+    sim = Simulator(SimConfig(num_gpus=256, n_jobs=400, load=1.5), 4)
+    sim._event_slack = -16
+    checked = 0
+    while (jid := sim.next_decision()) is not None:
+        stale = sum(e[3] != sim._epoch[e[2]] for e in sim._heap)
+        assert sim._n_stale == stale
+        checked += stale > 0
+        sim.decide(jid % 5 == 0)
+    assert checked > 0
+
+
+@st.composite
+def _running_heaps(draw):
+    """A running heap (float or tuple keys, ties, stale entries), a waiting key and a need."""
+    tuple_keys = draw(st.booleans())
+    n = draw(st.integers(0, 40))
+    values = st.sampled_from([0.0, 1.0, 2.0, 2.5, 7.0, math.inf, -math.inf])
+    key = st.tuples(values, values) if tuple_keys else values
+    gpus = [draw(st.sampled_from([1, 1, 2, 4, 8])) for _ in range(n)]
+    running = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    entries, run_ver = [], []
+    for jid in range(n):
+        versions = draw(st.integers(1, 3))  # older versions are stale entries
+        for ver in range(1, versions + 1):
+            k = draw(key)
+            entries.append((_neg(k) if tuple_keys else -k, jid, ver))
+        run_ver.append(versions)
+    heapq.heapify(entries)
+    return entries, running, run_ver, gpus, draw(key), draw(st.integers(1, 30))
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=_running_heaps())
+def test_worse_running_cover_equals_summing_every_strictly_worse_job(case) -> None:
+    entries, running, run_ver, gpus, wkey, need = case
+    sim = Simulator(SimConfig(n_jobs=5), 0)
+    sim._running, sim._run_ver, sim._gpus = list(entries), run_ver, gpus
+    sim._state = [RUNNING if r else WAITING for r in running]
+    live = [e for e in entries if running[e[1]] and e[2] == run_ver[e[1]]]
+    worse = sum(gpus[e[1]] for e in live if wkey < _neg(e[0]))
+    assert sim._worse_running_cover(wkey, need) == (worse >= need)
+    assert sim._running == entries  # read, not changed

@@ -132,6 +132,10 @@ class Simulator:
     :class:`~evalstop_gym.sim.pooled.PooledSimulator` (typed GPU pools).
     """
 
+    #: Stale checkpoints the event heap may hold beyond half its length before it is
+    #: compacted (see :meth:`_compact_events`; tests lower it to compact at every preemption).
+    _event_slack = 64
+
     #: Per-job speed of the pool a job runs on (work per wall-clock hour); None on the
     #: homogeneous cluster, where work advances with the clock (see sim/pooled.py).
     _rates: list[float] | None = None
@@ -202,6 +206,9 @@ class Simulator:
         self._top_valid = True
         self._running: list[tuple[Any, int, int]] = []  # max-heap by key (preemptive only)
         self._compact_at = 64  # compact the running heap past this many entries
+        # Exact shortcuts of the scheduling pass (see decide and
+        # _worse_running_cover); False runs the plain passes, for tests.
+        self._lean_passes = True
         self._pending = -1  # id of the job awaiting a decision, -1 if none
         #: Checkpoints done by the job awaiting a decision (set with it).
         self.decision_checkpoint = 0
@@ -217,6 +224,7 @@ class Simulator:
         self._next_arrival = 0
         self._next_arrival_t = self._arrivals[0][0] if self._arrivals else math.inf
         self._heap: list[tuple[float, int, int, int]] = []  # (time, counter, jid, epoch)
+        self._n_stale = 0  # entries of preempted run segments still in the event heap
         self._counter = len(self._arrivals)
         # Arrivals skip scheduling passes that cannot act (see _arrival_needs_pass);
         # the pooled engine places jobs in its own pass, so it always runs one.
@@ -267,7 +275,9 @@ class Simulator:
         self._estimate: list[float] = b.estimate_h.tolist()
         self._loss: list[list[float]] = c.loss.tolist()  # what schedulers learn, one a checkpoint
         # Rows for JobViews, built on the first view (callers such as the env never need them).
-        self._view_rows: tuple[list[tuple[float, ...]], list[tuple[float, ...]], list[list[int]]]
+        self._view_rows: tuple[
+            list[tuple[float, ...]], list[tuple[float, ...]], list[tuple[int, ...]]
+        ]
         self._view_rows = None  # type: ignore[assignment]
         # Policy-independent per-checkpoint bookkeeping, tabulated (see checkpoints.py).
         #: (n, K) best observed checkpoint after each checkpoint.
@@ -286,6 +296,7 @@ class Simulator:
         self._preemptions = [0] * n
         self._gpu_hours = [0.0] * n
         self._views: list[SchedulingView | None] = [None] * n  # created at arrival
+        self._run_key: list[Any] = [None] * n  # key of its running-heap entry (preemptive)
         # With a restore cost: the time from which a run segment makes progress (its
         # start plus the restore); -inf otherwise, so that it never matters.
         self._work_from = [-math.inf] * n
@@ -420,6 +431,7 @@ class Simulator:
             if heap and heap[0][0] < self._next_arrival_t:
                 t, _, jid, epoch = pop(heap)
                 if epoch != epochs[jid]:
+                    self._n_stale -= 1
                     continue  # a checkpoint of a run segment that was preempted
                 kind = CHECKPOINT
             elif self._next_arrival < len(self._arrivals):
@@ -504,17 +516,20 @@ class Simulator:
             # Its key changed with the new checkpoint.
             ver = self._run_ver[jid] = self._run_ver[jid] + 1
             key = self.scheduler.key(self._views[jid])
+            old, self._run_key[jid] = self._run_key[jid], key
             heapq.heappush(self._running, (-key if type(key) is float else _neg(key), jid, ver))
             if len(self._running) > self._compact_at:
                 self._compact_running()
             # The cluster was stable before this checkpoint (no waiting job fits
             # the free GPUs, the best waiting one cannot preempt) and only this
             # job's key changed, so a pass can change something only if the
-            # best waiting job now beats it.  Skipping the pass otherwise is
-            # exact, and most checkpoints of a busy cluster are such a case.
+            # best waiting job now beats it, and beat it not before: if it did,
+            # the GPUs of the jobs it beats are the same, and were too few.
+            # Skipping the pass otherwise is exact, and most checkpoints of a
+            # busy cluster are such a case (on srtf-est every one: keys shrink).
             if self._n_waiting:
                 top = self._top if self._top_valid else self._waiting_top()
-                if top[0] < key:
+                if top[0] < key and not (top[0] < old and self._lean_passes):
                     self._schedule()
 
     def run(self, stopper: Stopper | None = None) -> dict[str, float]:
@@ -624,13 +639,15 @@ class Simulator:
 
     def _build_view_rows(
         self,
-    ) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]], list[list[int]]]:
+    ) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]], list[tuple[int, ...]]]:
         """Evals and losses as tuple rows (a window slice is then a tuple), and the declines."""
         c = self.curves
         return (
             list(map(tuple, c.obs_eval.tolist())),
             list(map(tuple, self._loss)),
-            self.declines.tolist(),
+            # Tuples, not lists: the garbage collector stops tracking tuples of numbers,
+            # so its full collections do not walk a row per job.
+            list(map(tuple, self.declines.tolist())),
         )
 
     def _log(self, kind: str, jid: int) -> None:
@@ -712,7 +729,7 @@ class Simulator:
     def _push_running(self, jid: int) -> Any:
         """Record a running job's current key in the max-heap of running jobs; return the key."""
         ver = self._run_ver[jid] = self._run_ver[jid] + 1
-        key = self.scheduler.key(self._views[jid])
+        key = self._run_key[jid] = self.scheduler.key(self._views[jid])
         running = self._running
         heapq.heappush(running, (-key if type(key) is float else _neg(key), jid, ver))
         if len(running) > self._compact_at:
@@ -772,10 +789,27 @@ class Simulator:
         self._views[jid]._work_done = work  # type: ignore[union-attr]
         self._gpu_hours[jid] += self._gpus[jid] * ran
         self._epoch[jid] += 1  # invalidates its pending checkpoint event
+        self._n_stale += 1
+        if 2 * self._n_stale > len(self._heap) + self._event_slack:
+            self._compact_events()
         self._preemptions[jid] += 1
         self.free += self._gpus[jid]
         self._log("preempt", jid)
         self._enqueue(jid)
+
+    def _compact_events(self) -> None:
+        """Drop the checkpoints of preempted run segments from the event heap, in place.
+
+        They stay until their time comes (hours to days on a trace replay), so
+        on a big, busy cluster they made up most of the heap, and every push
+        and pop paid for their depth.  Entries are unique (the counter), so the
+        pop order of the live ones does not change.  In place: the event loop
+        holds the list.
+        """
+        heap, epochs = self._heap, self._epoch
+        heap[:] = [e for e in heap if e[3] == epochs[e[2]]]
+        heapq.heapify(heap)
+        self._n_stale = 0
 
     def _work_in_segment(self, jid: int) -> float:
         """Training hours of the current run segment, if the job is preempted now.
@@ -846,6 +880,9 @@ class Simulator:
         self.free += self._gpus[jid]
         self.n_in_system -= 1
         del self._in_system[jid]
+        # Nothing reads an ended job's view; dropping it (and its loss list) keeps
+        # the objects the garbage collector walks to the jobs in the system.
+        self._views[jid] = None
         self.n_done += 1
         self._finished.append(jid)
         if self.events is not None:
@@ -890,6 +927,16 @@ class Simulator:
                 break
             victims.append(heapq.heappop(running))
             freed += gpus[jid]
+            # Once one victim is not enough, check that the rest can be before
+            # popping them (popping all and pushing them back is what a big
+            # cluster's failed passes cost most).
+            if (
+                freed < need
+                and len(victims) == 1
+                and self._lean_passes
+                and not self._worse_running_cover(wkey, need - freed)
+            ):
+                break  # too few: what popping the rest and pushing them back would find
         if freed < need:
             for entry in victims:
                 heapq.heappush(running, entry)
@@ -897,3 +944,35 @@ class Simulator:
         for entry in victims:
             self._preempt(entry[1])
         return True
+
+    def _worse_running_cover(self, wkey: Any, need: int) -> bool:
+        """Whether the running jobs keyed strictly worse than ``wkey`` hold ``need`` GPUs or more.
+
+        Read from the running heap without changing it: the entries keyed
+        strictly worse form a subtree at its root (a child's key is never worse
+        than its parent's), so a walk of that subtree finds them, live or
+        stale, and stops at its border (keys are totally ordered, as the heaps
+        already assume).
+        """
+        running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
+        n = len(running)
+        freed = 0
+        stack = [0] if n else []
+        pop, push = stack.pop, stack.append
+        while stack:
+            i = pop()
+            entry = running[i]
+            k = entry[0]
+            if not wkey < (-k if type(k) is float else _neg(k)):
+                continue  # neither it nor anything below it is worse
+            jid = entry[1]
+            if state[jid] == RUNNING and entry[2] == run_ver[jid]:
+                freed += gpus[jid]
+                if freed >= need:
+                    return True
+            i = 2 * i + 1
+            if i < n:
+                push(i)
+                if i + 1 < n:
+                    push(i + 1)
+        return False
