@@ -199,7 +199,9 @@ class Simulator:
         self.jobs_area = 0.0  # integral of jobs in system dt
         self.busy_area = 0.0  # integral of busy GPUs dt
         self._waiting: dict[int, list[tuple[Any, int]]] = {}
-        self._demands: list[int] = []
+        #: (GPU demand, its waiting heap) for every demand seen, by demand: the scan of
+        #: the best waiting job reads the heaps without a dict lookup each.
+        self._queues: list[tuple[int, list[tuple[Any, int]]]] = []
         self._n_waiting = 0
         # Cache of the best waiting (key, jid); None with a valid flag means none waits.
         self._top: tuple[Any, int] | None = None
@@ -670,7 +672,12 @@ class Simulator:
             self._start(jid)  # what the pass would do (see _arrival_needs_pass)
         else:
             self._enqueue(jid)
-            if self._arrival_needs_pass(jid):
+            # The pass would start nothing (the cluster was stable and the newcomer
+            # does not fit), so the lean path begins with its preemption, and runs
+            # the pass only after one.
+            if self._arrival_needs_pass(jid) and (
+                not self._lean_passes or self._preempt_for_best_waiting()
+            ):
                 self._schedule()
 
     def _arrival_needs_pass(self, jid: int) -> bool:
@@ -700,8 +707,8 @@ class Simulator:
         q = self._waiting.get(d)
         if q is None:
             q = self._waiting[d] = []
-            self._demands.append(d)
-            self._demands.sort()
+            self._queues.append((d, q))
+            self._queues.sort()  # demands are distinct: the heaps are never compared
         entry = (self.scheduler.key(self._views[jid]), jid)
         heapq.heappush(q, entry)
         self._n_waiting += 1
@@ -716,12 +723,12 @@ class Simulator:
         return best[0]
 
     def _best_waiting(self, max_gpus: float) -> tuple[tuple[Any, int], int] | None:
+        """The best waiting (key, jid) needing at most ``max_gpus`` GPUs, and its demand."""
         best: tuple[Any, int] | None = None
         best_d = 0
-        for d in self._demands:
+        for d, q in self._queues:
             if d > max_gpus:
                 break
-            q = self._waiting[d]
             if q and (best is None or q[0] < best):
                 best, best_d = q[0], d
         return None if best is None else (best, best_d)
@@ -909,10 +916,8 @@ class Simulator:
 
     def _preempt_for_best_waiting(self) -> bool:
         """Preempt the worst-keyed running jobs for the best waiting one, if enough can go."""
-        top = self._best_waiting(math.inf)
-        assert top is not None
-        (wkey, _), need_gpus = top
-        need = need_gpus - self.free
+        wkey, wjid = self._top if self._top_valid else self._waiting_top()
+        need = self._gpus[wjid] - self.free
         victims: list[tuple[Any, int, int]] = []
         freed = 0
         running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
