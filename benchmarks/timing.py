@@ -1,10 +1,10 @@
 """Shared timing for the benchmark scripts: process CPU time, interleaved repetitions.
 
 The machine is shared, so wall-clock figures move with other people's load.
-Each benchmark runs its contenders in turn, ``reps`` times (A B A B ...),
-measures each run with ``time.process_time`` (this process's CPU time), and
-reports the ratio of the best runs (min) and the median of the per-round
-ratios.
+Each benchmark runs its contenders in turn, ``reps`` times, in alternating
+order (A B, B A, A B, ...), measures each run with ``time.process_time``
+(this process's CPU time), and reports the ratio of the best runs (min) and
+the median of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ def cpu_rate(run: Callable[[], float]) -> float:
 def interleaved(contenders: dict[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
     """Rates (units per CPU second) of each contender over ``reps`` interleaved rounds."""
     rates: dict[str, list[float]] = {name: [] for name in contenders}
+    order = list(contenders.items())
     for _ in range(reps):
-        for name, run in contenders.items():
+        for name, run in order:
             rates[name].append(cpu_rate(run))
+        # A B, then B A: whatever running first or last in a round does to a
+        # contender (caches, the allocator, the load's drift) falls on each in turn.
+        order.reverse()
     return rates
 
 
