@@ -9,13 +9,12 @@ levels (observed = true + sigma * z with the same z).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from .calibration import Calibration
-from .workloads import RLHF, JobBatch
+from .workloads import RLHF, JobBatch, cache_if_hashable
 
 
 def gao_shape(x: np.ndarray) -> np.ndarray:
@@ -79,14 +78,11 @@ def _uniform_rows(
     same two float operations give the very same numbers, without its
     broadcasting path (a few times slower on a few hundred jobs).
     """
-    try:
-        lo, span = _bounds(ranges)
-    except TypeError:  # a range given as a list: unhashable, so not cached
-        lo, span = _bounds.__wrapped__(ranges)
+    lo, span = _bounds(ranges)
     return lo + span * rng.random((len(ranges), n))
 
 
-@functools.lru_cache(maxsize=64)
+@cache_if_hashable(maxsize=64)
 def _bounds(ranges: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
     """(lows, highs - lows) of ``ranges`` as (R, 1) columns, computed as ``uniform`` does."""
     bounds = np.array(ranges, dtype=float)

@@ -227,6 +227,28 @@ def step_time_fractions(
     return frac
 
 
+def cache_if_hashable(maxsize: int) -> Any:
+    """``functools.lru_cache(maxsize)`` that calls the function uncached on unhashable arguments.
+
+    For per-episode lookups built from a workload or calibration: the presets
+    are immutable and hashable, but a hand-built one may hold lists.
+    """
+
+    def decorate(fn: Any) -> Any:
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+
+        @functools.wraps(fn)
+        def call(*args: Any) -> Any:
+            try:
+                return cached(*args)
+            except TypeError:  # an unhashable argument: no cache
+                return fn(*args)
+
+        return call
+
+    return decorate
+
+
 @dataclass(frozen=True)
 class _SizePlan:
     """Per-type lookup arrays of a workload's sizes and durations (indexed by job type).
@@ -236,16 +258,15 @@ class _SizePlan:
     is ``searchsorted(cdf, u, side="right")`` for every type at once.
     """
 
-    mean_gpu_hours: float
     cdf: np.ndarray
     gpus: np.ndarray
     median: np.ndarray
     log_sd: np.ndarray
 
 
-@functools.lru_cache(maxsize=64)
-def _size_plan(profiles: tuple[TypeProfile, ...], type_mix: tuple[float, ...]) -> _SizePlan:
-    """The :class:`_SizePlan` of a workload's profiles and mix (cached: both are immutable)."""
+@cache_if_hashable(maxsize=64)
+def _size_plan(profiles: tuple[TypeProfile, ...]) -> _SizePlan:
+    """The :class:`_SizePlan` of a workload's profiles (cached: they are immutable)."""
     width = max(len(p.gpus) for p in profiles)
     cdf = np.full((len(profiles), width), np.inf)
     gpus = np.empty((len(profiles), width + 1), dtype=np.int64)
@@ -255,8 +276,6 @@ def _size_plan(profiles: tuple[TypeProfile, ...], type_mix: tuple[float, ...]) -
         gpus[t, : len(prof.gpus)] = prof.gpus
         gpus[t, len(prof.gpus) :] = prof.gpus[-1]
     return _SizePlan(
-        # Workload.mean_gpu_hours, term for term.
-        mean_gpu_hours=sum(m * p.mean_gpu_hours() for m, p in zip(type_mix, profiles)),
         cdf=cdf,
         gpus=gpus,
         median=np.array([p.duration_median_h for p in profiles]),
@@ -273,11 +292,8 @@ def generate_jobs(workload: Workload, num_gpus: int, rng: np.random.Generator) -
     """
     n = workload.n_jobs
     check_fits(workload, num_gpus)
-    try:
-        plan = _size_plan(workload.profiles, tuple(workload.type_mix))
-    except TypeError:  # a hand-built workload with unhashable fields: no cache
-        plan = _size_plan.__wrapped__(workload.profiles, tuple(workload.type_mix))
-    rate = workload.load * num_gpus / plan.mean_gpu_hours  # Workload.arrival_rate
+    plan = _size_plan(workload.profiles)
+    rate = workload.arrival_rate(num_gpus)
     arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))
     arrivals -= arrivals[0]  # the first job arrives at t = 0
     types, hacking = _assign_types(rng, n, workload.type_mix, workload.hack_fraction)
