@@ -423,6 +423,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     def _build_tables(self, sim: Simulator) -> None:
         """Per-episode lookups (see :mod:`evalstop_gym.envs.tables`)."""
         c, b = sim.curves, sim.batch
+        # The reward mode, read once per episode instead of twice per step.
+        self._dense_utility = self.reward_mode == "utility" and self.reward_timing == "dense"
         if self.reward_mode == "system" or self.reward_timing == "delayed":
             self._true = _lookup(c.true_eval)  # read at each job's end
         self._blocks = [None] * (-(-len(b) // _ROW_BLOCK))
@@ -466,7 +468,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         jid = self._jid
         if jid is None:
             raise RuntimeError("step() called after the episode ended: call env.reset()")
-        if self.reward_mode != "utility" or self.reward_timing != "dense":
+        dense = self._dense_utility
+        if not dense:
             reward = 0.0
         elif stop == 1:
             reward = 0.0  # the job's value is what earlier decisions already paid
@@ -482,10 +485,12 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             reward = gain - cost
         sim.decide(stop)
         jid = self._jid = sim.next_decision()
-        if self.reward_mode == "system":
-            reward = self._collect_system_reward()
-        elif self.reward_timing == "delayed":
-            reward = self._collect_delayed_utility()
+        if not dense:
+            reward = (
+                self._collect_system_reward()
+                if self.reward_mode == "system"
+                else self._collect_delayed_utility()
+            )
         if jid is None:
             return None, reward
         ckpt = self._ckpt = sim.decision_checkpoint
