@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,18 +45,30 @@ def _hex_metrics(m: dict[str, float]) -> dict[str, str]:
     return {k: _hex(v) for k, v in sorted(m.items())}
 
 
-def _env_case(seed: int, stop_p: float, **kwargs: Any) -> dict[str, Any]:
-    env = gym.make("EvalStop-v0", **kwargs)
+def _env_case(
+    seed: int,
+    stop_p: float,
+    env_id: str = "EvalStop-v0",
+    act: Callable[[np.random.Generator, gym.Env], Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """One seeded episode with pseudo-random actions: stop with probability ``stop_p``.
+
+    ``act(rng, env)`` replaces that rule (e.g. for deprioritising, or an env
+    with a vector of actions).
+    """
+    env = gym.make(env_id, **kwargs)
     rng = np.random.default_rng(seed + 1000)
     h = hashlib.sha256()
     obs, info = env.reset(seed=seed)
     steps, total = 0, 0.0
     while True:
-        for k in sorted(obs):
+        # A dict observation field by field; a flat one (EvalStopFlat-v0) as one field.
+        for k, v in sorted(obs.items()) if isinstance(obs, dict) else [("obs", obs)]:
             h.update(k.encode())
-            h.update(np.ascontiguousarray(obs[k], dtype=np.float32).tobytes())
+            h.update(np.ascontiguousarray(v, dtype=np.float32).tobytes())
         h.update(repr(sorted((k, v) for k, v in info.items() if k != "episode_metrics")).encode())
-        action = int(rng.random() < stop_p)
+        action = int(rng.random() < stop_p) if act is None else act(rng, env)
         obs, reward, terminated, truncated, info = env.step(action)
         h.update(float(reward).hex().encode() + bytes([terminated, truncated]))
         total += reward
@@ -68,9 +81,16 @@ def _env_case(seed: int, stop_p: float, **kwargs: Any) -> dict[str, Any]:
         "digest": h.hexdigest(),
         # Every metric, an undefined one (left out of info) as NaN as when stored.
         "metrics": _hex_metrics(
-            {k: math.nan if v is None else v for k, v in env.unwrapped.episode_metrics().items()}
+            {k: math.nan if v is None else v for k, v in _metrics_of(env).items()}
         ),
     }
+
+
+def _metrics_of(env: gym.Env) -> dict[str, float | None]:
+    """The episode's metrics (the cluster and flat envs keep them in their inner env)."""
+    core = env.unwrapped
+    core = getattr(core, "inner", None) or getattr(core, "dict_env", None) or core
+    return core.episode_metrics()
 
 
 def _sim_case(seed: int, **cfg: Any) -> dict[str, Any]:
