@@ -118,6 +118,9 @@ def collect() -> dict[str, dict[str, Any]]:
     """Run every golden case and return its results."""
     assert evalstop_gym  # registers EvalStop-v0
     out: dict[str, dict[str, Any]] = {}
+    # NB: at n_jobs=30 and the default load no job queues, so the five
+    # env-*-utility episodes are the same under every scheduler (the
+    # constant-action ones differ); golden_regimes.py adds loaded ones.
     for s in SCHEDULER_NAMES:
         out[f"env-{s}-utility"] = _env_case(3, 0.15, n_jobs=30, scheduler=s)
         out[f"env-{s}-constant"] = _env_case(4, 0.0, n_jobs=20, scheduler=s)
