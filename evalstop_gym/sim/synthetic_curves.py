@@ -9,6 +9,7 @@ levels (observed = true + sigma * z with the same z).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,6 +94,15 @@ def _bounds(ranges: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.nda
     return lo, span
 
 
+@functools.lru_cache(maxsize=64)
+def _checkpoint_grid(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(progress i / K at checkpoints 1..K, the proxy's shape there), read-only, once per K."""
+    p = np.arange(1, k + 1) / k
+    proxy_shape = saturating_shape(p, np.float64(0.5))
+    p.flags.writeable = proxy_shape.flags.writeable = False
+    return p, proxy_shape
+
+
 def sample_curves(
     batch: JobBatch,
     cal: Calibration,
@@ -100,9 +110,17 @@ def sample_curves(
     rng: np.random.Generator,
     noise_rng: np.random.Generator,
 ) -> Curves:
-    """Draw every job's curves according to ``cal``."""
+    """Draw every job's curves according to ``cal``.
+
+    The float operations are those of the formulas in the docstrings of
+    :func:`gao_shape` and :func:`saturating_shape`, rewritten only where the
+    result is provably the same bits (``(-a) / b`` is ``a / (-b)``, negating
+    both sides of a division changes nothing, ``min(p, inf)`` is ``p``), and
+    computed in place: ``tests/test_draw_equivalence.py`` checks them against
+    the straightforward code.
+    """
     n, k = len(batch), cal.evals_per_job
-    p = np.arange(1, k + 1) / k
+    p, proxy_shape = _checkpoint_grid(k)
     rlhf = batch.job_type == RLHF
     hacking = batch.hacking
 
@@ -126,21 +144,18 @@ def sample_curves(
         cal.proxy_amplitude,
     )
     draws = _uniform_rows(rng, ranges, n)
-    rl_base, rl_amp, hack_peak, healthy_peak = draws[0], draws[1], draws[2], draws[3]
-    sft_base, sft_amp, sft_tau = draws[4], draws[5], draws[6]
-    loss_floor, loss_tau = draws[7], draws[8]
-    plateau = draws[9] < cal.loss_plateau_fraction
-    plateau_at, proxy_amp = draws[10], draws[11]
-
-    peak = np.where(hacking, hack_peak, np.where(rlhf, healthy_peak, np.inf))
+    # (n, 1) columns, broadcast along the checkpoints
+    rl_base, rl_amp, _, _, sft_base, sft_amp, sft_tau, loss_floor, loss_tau, _, _, proxy_amp = (
+        draws[:, :, None]
+    )
+    peak = np.where(hacking, draws[2], np.where(rlhf, draws[3], np.inf))
     # Both curve families are computed for every job and each job keeps its
     # own: elementwise, so the same values as computing each on its jobs only,
     # in fewer (and cheaper) array operations than gathering and scattering rows.
     if cal.rlhf_shape == "gao":
         # An RLHF job's peak is > 0 (Calibration checks it), so x > 0 and
         # gao_shape is x (1 - ln x); the others get x = p, never used.
-        x = p[None, :] / np.where(rlhf, peak, 1.0)[:, None]
-        rl_curve = rl_base[:, None] + rl_amp[:, None] * (x * (1.0 - np.log(x)))
+        rl_curve = _gao_rows(p / np.where(rlhf, peak, 1.0)[:, None], rl_base, rl_amp)
     else:
         # Drawn after every other parameter, so the gao calibrations' streams
         # stay exactly what they were.
@@ -148,26 +163,57 @@ def sample_curves(
             rng.uniform(r[0], r[1], size=n) for r in (cal.rlhf_tau, cal.hack_onset, cal.hack_drop)
         )
         drop = np.where(hacking & rlhf, drop, 0.0)
-        rl_curve = rl_base[:, None] + rl_amp[:, None] * rise_decline_shape(
+        rl_curve = rl_base + rl_amp * rise_decline_shape(
             p[None, :], tau[:, None], onset[:, None], drop[:, None]
         )
         # a healthy run rises to its end: no peak within (or beyond) it
         peak = np.where(rlhf & hacking, rise_decline_peak(tau, onset, drop), np.inf)
-    sft_curve = sft_base[:, None] + sft_amp[:, None] * saturating_shape(
-        p[None, :], sft_tau[:, None]
-    )
-    true_eval = np.where(rlhf[:, None], rl_curve, sft_curve)
+    true_eval = np.where(rlhf[:, None], rl_curve, _saturating_rows(p, sft_tau, sft_base, sft_amp))
 
     # Training loss falls for every job, hacking or not: the decoupling the
-    # paper rests on.  A plateauing job stops improving at `plateau_at`.
-    p_loss = np.where(plateau[:, None], np.minimum(p[None, :], plateau_at[:, None]), p[None, :])
-    true_loss = loss_floor[:, None] + (1 - loss_floor[:, None]) * np.exp(
-        -p_loss / loss_tau[:, None]
-    )
-    proxy = proxy_amp[:, None] * saturating_shape(p, np.float64(0.5))[None, :]
+    # paper rests on.  A plateauing job stops improving at `plateau_at`
+    # (min(p, inf) is p for the others).
+    stall = np.where(draws[9] < cal.loss_plateau_fraction, draws[10], np.inf)[:, None]
+    true_loss = np.minimum(p, stall)
+    true_loss /= -loss_tau  # -p / tau
+    np.exp(true_loss, out=true_loss)
+    true_loss *= 1 - loss_floor
+    true_loss += loss_floor
+    proxy = proxy_amp * proxy_shape
 
     # One call: the eval noise, then the loss noise, as two calls in that order draw them.
     z = noise_rng.standard_normal((2, n, k))
-    obs_eval = true_eval + eval_noise * z[0]
-    loss = np.maximum(true_loss + cal.loss_noise * z[1], 0.0)
+    obs_eval, loss = z  # true + sigma * z, each computed in its own noise row
+    obs_eval *= eval_noise
+    obs_eval += true_eval
+    loss *= cal.loss_noise
+    loss += true_loss
+    np.maximum(loss, 0.0, out=loss)
     return Curves(p, true_eval, obs_eval, loss, proxy, peak)
+
+
+def _gao_rows(x: np.ndarray, base: np.ndarray, amp: np.ndarray) -> np.ndarray:
+    """``base + amp * (x * (1 - ln x))`` (x > 0), the operations in that order, into one array."""
+    out = np.log(x)
+    np.subtract(1.0, out, out=out)
+    out *= x
+    out *= amp
+    out += base
+    return out
+
+
+def _saturating_rows(
+    p: np.ndarray, tau: np.ndarray, base: np.ndarray, amp: np.ndarray
+) -> np.ndarray:
+    """``base + amp * saturating_shape(p, tau)``, bit for bit, into one array.
+
+    ``-expm1(-p / tau) / -expm1(-1 / tau)`` is ``expm1(p / -tau) / expm1(-1 / tau)``:
+    IEEE division rounds the magnitude and sets the sign apart, so moving or
+    dropping the negations changes no bit.
+    """
+    out = p / -tau
+    np.expm1(out, out=out)
+    out /= np.expm1(-1.0 / tau)
+    out *= amp
+    out += base
+    return out
