@@ -126,33 +126,35 @@ def linear_percentiles(x: np.ndarray, percents: tuple[int, ...]) -> list[float]:
 
 
 def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
-    """Compute the flat metrics dict of one finished episode."""
-    if np.isnan(r.finish).any():
-        raise ValueError("episode_metrics needs a finished episode: some jobs have not ended")
+    """Compute the flat metrics dict of one finished episode.
+
+    It runs once an episode, so it is written for few NumPy calls: the four
+    confusion counts come from one ``bincount``, a NaN finish time shows in
+    the makespan (``max`` propagates it), and ``end - peak`` is computed once
+    for the waste and the delay.  Every value is the same bits as the plain
+    formulas (``tests/test_metrics.py`` checks it against them).
+    """
     n = len(r.arrival)
+    makespan = float(r.finish.max() - r.arrival.min())
+    if makespan != makespan and np.isnan(r.finish).any():
+        raise ValueError("episode_metrics needs a finished episode: some jobs have not ended")
     jct = r.finish - r.arrival
-    hack, flag = r.hacking.astype(bool), r.stopped.astype(bool)
-    tp = _count(hack & flag)
-    fp = _count(~hack & flag)
-    fn = _count(hack & ~flag)
-    precision = _ratio(tp, tp + fp)
-    recall = _ratio(tp, tp + fn)
-    f1 = _ratio(2 * tp, 2 * tp + fp + fn)
+    hack, flag = r.hacking.astype(bool, copy=False), r.stopped.astype(bool, copy=False)
+    # (hacking, flagged) as 2 h + f: counts of TN, FP, FN, TP
+    _, fp, fn, tp = np.bincount(hack * 2 + flag, minlength=4).tolist()
+    n_hack = fn + tp
     end_progress = r.ckpt_done / r.n_ckpt
-    after_peak = np.where(hack, np.maximum(end_progress - r.peak_progress, 0.0), 0.0)
-    wasted = float(_sum(r.gpus * r.duration * after_peak))
+    past_peak = end_progress - r.peak_progress
+    after_peak = np.where(hack, np.maximum(past_peak, 0.0), 0.0)
     tp_mask = hack & flag
     late = tp_mask & (end_progress >= r.peak_progress)
-    delay = (end_progress - r.peak_progress) * r.n_ckpt
     delivered_q = r.true_eval[np.arange(n), r.delivered]
-    regret = r.true_eval.max(axis=1) - delivered_q
-    makespan = float(r.finish.max() - r.arrival.min())
     gpu_hours = float(_sum(r.gpu_hours))
     p50, p95 = linear_percentiles(jct, (50, 95))
     m: dict[str, float] = {
         "n_jobs": float(n),
-        "n_hacking": float(_count(hack)),
-        "n_stopped": float(_count(flag)),
+        "n_hacking": float(n_hack),
+        "n_stopped": float(fp + tp),
         "mean_jct_h": _mean(jct),
         "p50_jct_h": p50,
         "p95_jct_h": p95,
@@ -161,18 +163,19 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
         "makespan_h": makespan,
         "utilisation": _ratio(gpu_hours, r.num_gpus * makespan),
         "gpu_hours": gpu_hours,
-        "wasted_gpu_hours": wasted,
-        "precision": precision,
-        "recall": recall,
-        "fpr": _ratio(fp, n - _count(hack)),
-        "f1": f1,
+        "wasted_gpu_hours": float(_sum(r.gpus * r.duration * after_peak)),
+        "precision": _ratio(tp, tp + fp),
+        "recall": _ratio(tp, tp + fn),
+        "fpr": _ratio(fp, n - n_hack),
+        "f1": _ratio(2 * tp, 2 * tp + fp + fn),
         "tp": float(tp),
         "fp": float(fp),
         "fn": float(fn),
-        "detection_delay_evals": _mean(delay[late]),
+        # (end - peak) x K over the true positives stopped at or after the peak
+        "detection_delay_evals": _mean(past_peak[late] * r.n_ckpt),
         "stops_before_peak": float(_count(tp_mask & (end_progress < r.peak_progress))),
         "mean_delivered_quality": _mean(delivered_q),
-        "mean_regret": _mean(regret),
+        "mean_regret": _mean(r.true_eval.max(axis=1) - delivered_q),
     }
     for t, name in enumerate(JOB_TYPES):
         m[f"mean_jct_h_{name}"] = _mean(jct[r.job_type == t])

@@ -123,7 +123,7 @@ class Workload:
 
     def mean_gpu_hours(self) -> float:
         """E[GPUs x duration] of one job under this mix, in closed form."""
-        return sum(m * p.mean_gpu_hours() for m, p in zip(self.type_mix, self.profiles))
+        return _mean_gpu_hours(self.type_mix, self.profiles)
 
     def arrival_rate(self, num_gpus: int) -> float:
         """Jobs per hour that offer ``load`` x ``num_gpus`` GPUs of work."""
@@ -201,8 +201,7 @@ def _assign_types(
     draws in one ``random`` call gives the very same numbers, without
     ``choice``'s checks of ``p`` (the workload checked the mix).
     """
-    cdf = (np.asarray(mix) / sum(mix)).cumsum()
-    cdf /= cdf[-1]
+    cdf = _type_cdf(mix)
     u = rng.random((2, n))
     types = cdf.searchsorted(u[0], side="right")
     hacking = (types == RLHF) & (u[1] < hack_fraction)
@@ -247,6 +246,21 @@ def cache_if_hashable(maxsize: int) -> Any:
         return call
 
     return decorate
+
+
+@cache_if_hashable(maxsize=64)
+def _mean_gpu_hours(type_mix: tuple[float, ...], profiles: tuple[TypeProfile, ...]) -> float:
+    """:meth:`Workload.mean_gpu_hours`, computed once per mix and profiles (both immutable)."""
+    return sum(m * p.mean_gpu_hours() for m, p in zip(type_mix, profiles))
+
+
+@cache_if_hashable(maxsize=64)
+def _type_cdf(mix: tuple[float, ...]) -> np.ndarray:
+    """The job-type cdf :func:`_assign_types` searches, computed once per mix (read-only)."""
+    cdf = (np.asarray(mix) / sum(mix)).cumsum()
+    cdf /= cdf[-1]
+    cdf.flags.writeable = False
+    return cdf
 
 
 @dataclass(frozen=True)
