@@ -137,11 +137,12 @@ def continue_gains(
     checkpoint) is 0.
     """
     n, k = true_eval.shape
-    rows = np.arange(n)[:, None]
-    now = true_eval[rows, best]
+    # now[j, i - 1]: true score of the checkpoint delivered after checkpoint i, so column i
+    # is also V_{i+1}'s (one gather serves both sides of the difference).
+    now = true_eval[np.arange(n)[:, None], best]
     gains = np.zeros((n, k))
-    gains[:, : k - 2] = true_eval[rows, best[:, 1 : k - 1]] - now[:, : k - 2]
+    np.subtract(now[:, 1 : k - 1], now[:, : k - 2], out=gains[:, : k - 2])
     if k >= 2:
-        final = true_eval[np.arange(n), best[:, k - 1]] if deliver_best else true_eval[:, k - 1]
+        final = now[:, k - 1] if deliver_best else true_eval[:, k - 1]
         gains[:, k - 2] = final - now[:, k - 2]
     return gains

@@ -1,0 +1,115 @@
+"""Episode metrics, the continue-gain table and the outcome record as written before issue 15's fixed-cost work.
+
+Kept verbatim as the reference the leaner versions are tested against
+(``tests/test_episode_cost_equivalence.py``): one NumPy call per mask and
+count, as the code read at commit e0ed0e9.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from evalstop_gym.sim.metrics import EpisodeRecord, _count, _mean, _ratio, _sum, linear_percentiles
+from evalstop_gym.sim.workloads import JOB_TYPES
+
+
+def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
+    """Compute the flat metrics dict of one finished episode."""
+    if np.isnan(r.finish).any():
+        raise ValueError("episode_metrics needs a finished episode: some jobs have not ended")
+    n = len(r.arrival)
+    jct = r.finish - r.arrival
+    hack, flag = r.hacking.astype(bool), r.stopped.astype(bool)
+    tp = _count(hack & flag)
+    fp = _count(~hack & flag)
+    fn = _count(hack & ~flag)
+    precision = _ratio(tp, tp + fp)
+    recall = _ratio(tp, tp + fn)
+    f1 = _ratio(2 * tp, 2 * tp + fp + fn)
+    end_progress = r.ckpt_done / r.n_ckpt
+    after_peak = np.where(hack, np.maximum(end_progress - r.peak_progress, 0.0), 0.0)
+    wasted = float(_sum(r.gpus * r.duration * after_peak))
+    tp_mask = hack & flag
+    late = tp_mask & (end_progress >= r.peak_progress)
+    delay = (end_progress - r.peak_progress) * r.n_ckpt
+    delivered_q = r.true_eval[np.arange(n), r.delivered]
+    regret = r.true_eval.max(axis=1) - delivered_q
+    makespan = float(r.finish.max() - r.arrival.min())
+    gpu_hours = float(_sum(r.gpu_hours))
+    p50, p95 = linear_percentiles(jct, (50, 95))
+    m: dict[str, float] = {
+        "n_jobs": float(n),
+        "n_hacking": float(_count(hack)),
+        "n_stopped": float(_count(flag)),
+        "mean_jct_h": _mean(jct),
+        "p50_jct_h": p50,
+        "p95_jct_h": p95,
+        "mean_jct_h_completed": _mean(jct[~flag]),
+        "mean_wait_h": _mean(r.first_start - r.arrival),
+        "makespan_h": makespan,
+        "utilisation": _ratio(gpu_hours, r.num_gpus * makespan),
+        "gpu_hours": gpu_hours,
+        "wasted_gpu_hours": wasted,
+        "precision": precision,
+        "recall": recall,
+        "fpr": _ratio(fp, n - _count(hack)),
+        "f1": f1,
+        "tp": float(tp),
+        "fp": float(fp),
+        "fn": float(fn),
+        "detection_delay_evals": _mean(delay[late]),
+        "stops_before_peak": float(_count(tp_mask & (end_progress < r.peak_progress))),
+        "mean_delivered_quality": _mean(delivered_q),
+        "mean_regret": _mean(regret),
+    }
+    for t, name in enumerate(JOB_TYPES):
+        m[f"mean_jct_h_{name}"] = _mean(jct[r.job_type == t])
+    return m
+
+
+def continue_gains(
+    true_eval: np.ndarray, best: np.ndarray, *, deliver_best: bool = False
+) -> np.ndarray:
+    """(n, K) quality change of continuing after checkpoint i (column i - 1).
+
+    V_i delivers the best observed checkpoint up to i (``best``, the engine's
+    table, column i - 1); V_{i+1} the best observed up to i + 1, except that a
+    job reaching K delivers its final checkpoint unless ``deliver_best``
+    (``deliver="best"``).  The last column (no decision after the final
+    checkpoint) is 0.
+    """
+    n, k = true_eval.shape
+    rows = np.arange(n)[:, None]
+    now = true_eval[rows, best]
+    gains = np.zeros((n, k))
+    gains[:, : k - 2] = true_eval[rows, best[:, 1 : k - 1]] - now[:, : k - 2]
+    if k >= 2:
+        final = true_eval[np.arange(n), best[:, k - 1]] if deliver_best else true_eval[:, k - 1]
+        gains[:, k - 2] = final - now[:, k - 2]
+    return gains
+
+
+def record(sim: Any) -> EpisodeRecord:
+    """``Simulator.record`` as it was: one conversion per column."""
+    stopped = np.array(sim._stopped, dtype=bool)
+    ckpt_done = np.array(sim._ckpt)
+    best = sim.best_observed[np.arange(len(ckpt_done)), np.maximum(ckpt_done - 1, 0)]
+    return EpisodeRecord(
+        num_gpus=sim.num_gpus,
+        n_ckpt=sim.n_ckpt,
+        arrival=sim.batch.arrival_h,
+        finish=np.array(sim._finish, dtype=float),
+        first_start=np.array(sim._first_start, dtype=float),
+        job_type=sim.batch.job_type,
+        gpus=sim.batch.gpus,
+        duration=sim.batch.duration_h,
+        hacking=sim.batch.hacking,
+        peak_progress=sim.curves.peak_progress,
+        stopped=stopped,
+        ckpt_done=ckpt_done,
+        delivered=np.where(stopped | sim.deliver_best, best, sim.n_ckpt - 1),
+        true_eval=sim.curves.true_eval,
+        gpu_hours=np.array(sim._gpu_hours, dtype=float),
+    )
