@@ -113,3 +113,27 @@ def record(sim: Any) -> EpisodeRecord:
         true_eval=sim.curves.true_eval,
         gpu_hours=np.array(sim._gpu_hours, dtype=float),
     )
+
+
+def best_so_far(obs_eval: np.ndarray) -> np.ndarray:
+    """The best-so-far table, one checkpoint at a time."""
+    n, k = obs_eval.shape
+    ev = np.ascontiguousarray(obs_eval.T)
+    best = np.zeros((k, n), dtype=np.int64)
+    best_value = ev[0].copy()
+    for c in range(1, k):
+        better = ev[c] > best_value
+        best[c] = best[c - 1]
+        best[c][better] = c
+        np.copyto(best_value, ev[c], where=better)
+    return best.T
+
+
+def consecutive_declines(obs_eval: np.ndarray) -> np.ndarray:
+    """The declines table, one checkpoint at a time."""
+    n, k = obs_eval.shape
+    ev = np.ascontiguousarray(obs_eval.T)
+    dec = np.zeros((k, n), dtype=np.int64)
+    for c in range(1, k):
+        np.add(dec[c - 1], 1, out=dec[c], where=ev[c] < ev[c - 1])
+    return dec.T

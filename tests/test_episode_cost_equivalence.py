@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalstop_gym.envs.tables import continue_gains
-from evalstop_gym.sim.checkpoints import best_so_far
+from evalstop_gym.sim.checkpoints import best_so_far, checkpoint_tables
 from evalstop_gym.sim.config import SimConfig
 from evalstop_gym.sim.engine import Simulator
 from evalstop_gym.sim.metrics import EpisodeRecord, episode_metrics
@@ -154,6 +154,28 @@ def test_record_matches_one_conversion_per_column(
 
 def _counts(sim: Simulator) -> dict[str, float]:
     return {"n_events": float(sim.n_events), "n_decisions": float(sim.n_decisions)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.integers(0, 25),
+    k=st.integers(1, 14),
+    digits=st.integers(0, 3),
+    odd=st.floats(0.0, 0.5),
+)
+def test_checkpoint_tables_match_the_step_by_step_loops(
+    seed: int, n: int, k: int, digits: int, odd: float
+) -> None:
+    """Ties (rounded values), NaN, infinities and both zeros anywhere, the first column too."""
+    rng = np.random.default_rng(seed)
+    obs = np.round(rng.standard_normal((n, k)), digits)
+    u = rng.random((n, k))
+    for i, value in enumerate((math.nan, math.inf, -math.inf, -0.0, 0.0)):
+        obs[(u >= i * odd / 5) & (u < (i + 1) * odd / 5)] = value
+    best, declines = checkpoint_tables(obs)
+    assert _same(best, ref.best_so_far(obs))
+    assert _same(declines, ref.consecutive_declines(obs))
 
 
 mixes = st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)).filter(any)

@@ -139,7 +139,7 @@ def continue_gains(
     n, k = true_eval.shape
     # now[j, i - 1]: true score of the checkpoint delivered after checkpoint i, so column i
     # is also V_{i+1}'s (one gather serves both sides of the difference).
-    now = true_eval[np.arange(n)[:, None], best]
+    now = true_eval.take(best + np.arange(0, n * k, k)[:, None])  # true_eval[j, best[j, i]]
     gains = np.zeros((n, k))
     np.subtract(now[:, 1 : k - 1], now[:, : k - 2], out=gains[:, : k - 2])
     if k >= 2:

@@ -20,23 +20,51 @@ def best_so_far(obs_eval: np.ndarray) -> np.ndarray:
     and NaN keep the earlier one): column i - 1 is what a platform keeping
     "the best checkpoint so far" holds after checkpoint i.
     """
-    n, k = obs_eval.shape
-    ev = np.ascontiguousarray(obs_eval.T)  # checkpoint-major: each step is one contiguous row
-    best = np.zeros((k, n), dtype=np.int64)
-    best_value = ev[0].copy()
-    for c in range(1, k):
-        better = ev[c] > best_value
-        best[c] = best[c - 1]
-        best[c][better] = c
-        np.copyto(best_value, ev[c], where=better)
-    return best.T
+    return checkpoint_tables(obs_eval)[0]
 
 
 def consecutive_declines(obs_eval: np.ndarray) -> np.ndarray:
     """Evals in a row lower than the one before, after each checkpoint, shape (n, K)."""
+    return checkpoint_tables(obs_eval)[1]
+
+
+def checkpoint_tables(obs_eval: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`best_so_far`, :func:`consecutive_declines`) of ``obs_eval``, in one pass.
+
+    Both are running maxima along the checkpoints, taken row by row on the
+    checkpoint-major copy (each step one contiguous row of n jobs):
+
+    * checkpoint c is a new best when it beats the running maximum of the
+      earlier ones (``fmax`` skips a NaN, as the comparison does; a NaN first
+      checkpoint is never beaten, so it counts as +inf), and the best after c
+      is the last new best: the running maximum of ``c`` at the new bests;
+    * the declines after c are c minus the last checkpoint that was not lower
+      than the one before it (a NaN is no decline).
+
+    Integers and maxima only, so exact; ``tests/test_episode_cost_equivalence.py``
+    checks them against the step-by-step loops they replaced.
+    """
     n, k = obs_eval.shape
     ev = np.ascontiguousarray(obs_eval.T)
-    dec = np.zeros((k, n), dtype=np.int64)
-    for c in range(1, k):
-        np.add(dec[c - 1], 1, out=dec[c], where=ev[c] < ev[c - 1])
-    return dec.T
+    idx = np.arange(k)[:, None]
+    top = ev.copy()
+    np.copyto(top[0], np.inf, where=np.isnan(top[0]))
+    _running_max(top, np.fmax)
+    best = np.zeros((k, n), dtype=np.int64)
+    np.greater(ev[1:], top[:-1], out=best[1:], casting="unsafe")
+    best *= idx
+    _running_max(best, np.maximum)
+    last_up = np.zeros((k, n), dtype=np.int64)
+    np.less(ev[1:], ev[:-1], out=last_up[1:], casting="unsafe")
+    np.subtract(1, last_up, out=last_up)  # 1 where no decline
+    last_up *= idx
+    _running_max(last_up, np.maximum)
+    np.subtract(idx, last_up, out=last_up)
+    return best.T, last_up.T
+
+
+def _running_max(rows: np.ndarray, op: np.ufunc) -> None:
+    """Row c becomes ``op`` of rows 0..c, in place (K calls of n elements: cheaper than
+    ``op.accumulate`` along a short axis)."""
+    for c in range(1, len(rows)):
+        op(rows[c - 1], rows[c], out=rows[c])

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .boundary import JobView
-from .checkpoints import best_so_far, consecutive_declines
+from .checkpoints import checkpoint_tables
 from .config import SimConfig
 from .job import DONE, PENDING, RUNNING, WAITING, JobRecord, SchedulingView
 from .metrics import EpisodeRecord, cluster_metrics, episode_metrics
@@ -282,10 +282,9 @@ class Simulator:
         ]
         self._view_rows = None  # type: ignore[assignment]
         # Policy-independent per-checkpoint bookkeeping, tabulated (see checkpoints.py).
-        #: (n, K) best observed checkpoint after each checkpoint.
-        self.best_observed = best_so_far(c.obs_eval)
-        #: (n, K) consecutive eval declines after each checkpoint.
-        self.declines = consecutive_declines(c.obs_eval)
+        #: (n, K) best observed checkpoint after each checkpoint, and (n, K) consecutive
+        #: eval declines after each checkpoint.
+        self.best_observed, self.declines = checkpoint_tables(c.obs_eval)
         self._state = [PENDING] * n
         self._work = [0.0] * n  # hours run so far
         self._seg_start = [0.0] * n  # start of the current run segment
