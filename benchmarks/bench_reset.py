@@ -26,11 +26,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from bench_simulator import ROOT, reference_tree
+from bench_simulator import ROOT, reference_tree, run_in_tree
 
 CHILD = r"""
 import json, sys, time, zlib
@@ -90,16 +88,7 @@ else:
 
 def measure(tree: Path, mode: str, n: int) -> dict:
     """One run of ``mode`` in a subprocess importing evalstop_gym from ``tree``."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, str(n)],
-        env=env,
-        cwd=tree,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_in_tree(tree, CHILD, mode, str(n))
 
 
 def compare(mode: str, n: int, ref: Path, reps: int) -> None:

@@ -65,9 +65,14 @@ def reference_tree(ref: str) -> Path:
 
 def measure(tree: Path, cfg: dict) -> dict:
     """One episode in a subprocess importing evalstop_gym from ``tree``."""
+    return run_in_tree(tree, CHILD, json.dumps(cfg))
+
+
+def run_in_tree(tree: Path, code: str, *args: str) -> dict:
+    """Run ``code`` in a subprocess importing evalstop_gym from ``tree``; its last line as JSON."""
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(cfg)],
+        [sys.executable, "-c", code, *args],
         env=env,
         cwd=tree,
         check=True,

@@ -205,7 +205,7 @@ def _assign_types(
     u = rng.random((2, n))
     types = cdf.searchsorted(u[0], side="right")
     hacking = (types == RLHF) & (u[1] < hack_fraction)
-    return types.astype(np.int64), hacking
+    return types.astype(np.int64, copy=False), hacking
 
 
 def step_time_fractions(
