@@ -108,8 +108,10 @@ def linear_percentiles(x: np.ndarray, percents: tuple[int, ...]) -> list[float]:
     n = x.size
     if n == 0:
         raise ValueError("percentiles of an empty array")
-    s = np.sort(x).tolist()
-    if 0.0 in s:
+    s = np.sort(x)
+    # Sorted, so a zero is where 0.0 would be inserted (NaN-free: nothing unordered).
+    at = int(s.searchsorted(0.0))
+    if at < n and s.item(at) == 0.0:
         # 0.0 and -0.0 tie, and which one NumPy's partition leaves where is its own.
         return np.percentile(x, percents).tolist()
     out = []
@@ -118,7 +120,7 @@ def linear_percentiles(x: np.ndarray, percents: tuple[int, ...]) -> list[float]:
         # At or past the last index NumPy takes the last value on both sides, with
         # its index -1 in the weight.
         i, j, lo = (-1, -1, -1.0) if v >= n - 1 else (int(v), int(v) + 1, float(math.floor(v)))
-        a, b = s[i], s[j]
+        a, b = s.item(i), s.item(j)
         gamma = v - lo
         diff = b - a
         out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
