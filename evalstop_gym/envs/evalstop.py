@@ -403,6 +403,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         # Every draw of the episode comes from self.np_random: one integer seeds
         # the simulator's independent streams.
         sim_seed = int(self.np_random.integers(0, 2**63 - 1))
+        # The last episode's objects are freed first, so that the new one's allocations
+        # reuse their (recently touched) memory.
+        self.sim = self._gains = self._costs = self._step_costs = self._true = None
         sim = self.sim = Simulator(self.config, sim_seed)
         self._build_tables(sim)
         self._last_jobs_area = 0.0
