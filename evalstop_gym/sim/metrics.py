@@ -85,7 +85,10 @@ def _ratio(num: float, den: float) -> float:
     return float(num / den) if den > 0 else float("nan")
 
 
+# The ufunc reductions ndarray.sum / max / min call, without their Python-level wrappers.
 _sum = np.add.reduce
+_max = np.maximum.reduce
+_min = np.minimum.reduce
 _count = np.count_nonzero
 
 
@@ -137,7 +140,7 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
     formulas (``tests/test_metrics.py`` checks it against them).
     """
     n = len(r.arrival)
-    makespan = float(r.finish.max() - r.arrival.min())
+    makespan = float(_max(r.finish) - _min(r.arrival))
     if makespan != makespan and np.isnan(r.finish).any():
         raise ValueError("episode_metrics needs a finished episode: some jobs have not ended")
     jct = r.finish - r.arrival
@@ -177,7 +180,7 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
         "detection_delay_evals": _mean(past_peak[late] * r.n_ckpt),
         "stops_before_peak": float(_count(tp_mask & (end_progress < r.peak_progress))),
         "mean_delivered_quality": _mean(delivered_q),
-        "mean_regret": _mean(r.true_eval.max(axis=1) - delivered_q),
+        "mean_regret": _mean(_max(r.true_eval, axis=1) - delivered_q),
     }
     for t, name in enumerate(JOB_TYPES):
         m[f"mean_jct_h_{name}"] = _mean(jct[r.job_type == t])
