@@ -1,4 +1,4 @@
-"""Episode metrics, the continue-gain table and the outcome record as written before issue 15's fixed-cost work.
+"""Episode metrics, the continue-gain and checkpoint tables as written before issue 15's fixed-cost work.
 
 Kept verbatim as the reference the leaner versions are tested against
 (``tests/test_episode_cost_equivalence.py``): one NumPy call per mask and
@@ -6,8 +6,6 @@ count, as the code read at commit e0ed0e9.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -89,30 +87,6 @@ def continue_gains(
         final = true_eval[np.arange(n), best[:, k - 1]] if deliver_best else true_eval[:, k - 1]
         gains[:, k - 2] = final - now[:, k - 2]
     return gains
-
-
-def record(sim: Any) -> EpisodeRecord:
-    """``Simulator.record`` as it was: one conversion per column."""
-    stopped = np.array(sim._stopped, dtype=bool)
-    ckpt_done = np.array(sim._ckpt)
-    best = sim.best_observed[np.arange(len(ckpt_done)), np.maximum(ckpt_done - 1, 0)]
-    return EpisodeRecord(
-        num_gpus=sim.num_gpus,
-        n_ckpt=sim.n_ckpt,
-        arrival=sim.batch.arrival_h,
-        finish=np.array(sim._finish, dtype=float),
-        first_start=np.array(sim._first_start, dtype=float),
-        job_type=sim.batch.job_type,
-        gpus=sim.batch.gpus,
-        duration=sim.batch.duration_h,
-        hacking=sim.batch.hacking,
-        peak_progress=sim.curves.peak_progress,
-        stopped=stopped,
-        ckpt_done=ckpt_done,
-        delivered=np.where(stopped | sim.deliver_best, best, sim.n_ckpt - 1),
-        true_eval=sim.curves.true_eval,
-        gpu_hours=np.array(sim._gpu_hours, dtype=float),
-    )
 
 
 def best_so_far(obs_eval: np.ndarray) -> np.ndarray:

@@ -549,16 +549,12 @@ class Simulator:
         stopped = np.array(self._stopped, dtype=bool)
         ckpt_done = np.array(self._ckpt)
         best = self.best_observed[np.arange(len(ckpt_done)), np.maximum(ckpt_done - 1, 0)]
-        # One conversion for the three float columns (rows of one array).
-        finish, first_start, gpu_hours = np.array(
-            (self._finish, self._first_start, self._gpu_hours), dtype=float
-        ).reshape(3, -1)
         return EpisodeRecord(
             num_gpus=self.num_gpus,
             n_ckpt=self.n_ckpt,
             arrival=self.batch.arrival_h,
-            finish=finish,
-            first_start=first_start,
+            finish=np.array(self._finish, dtype=float),
+            first_start=np.array(self._first_start, dtype=float),
             job_type=self.batch.job_type,
             gpus=self.batch.gpus,
             duration=self.batch.duration_h,
@@ -566,9 +562,9 @@ class Simulator:
             peak_progress=self.curves.peak_progress,
             stopped=stopped,
             ckpt_done=ckpt_done,
-            delivered=best if self.deliver_best else np.where(stopped, best, self.n_ckpt - 1),
+            delivered=np.where(stopped | self.deliver_best, best, self.n_ckpt - 1),
             true_eval=self.curves.true_eval,
-            gpu_hours=gpu_hours,
+            gpu_hours=np.array(self._gpu_hours, dtype=float),
         )
 
     def metrics(self) -> dict[str, float]:
