@@ -917,9 +917,11 @@ class Simulator:
         """Preempt the worst-keyed running jobs for the best waiting one, if enough can go."""
         wkey, wjid = self._top if self._top_valid else self._waiting_top()
         need = self._gpus[wjid] - self.free
+        running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
+        if self._lean_passes and need > 0 and not self._victims_suffice(wkey, need):
+            return False
         victims: list[tuple[Any, int, int]] = []
         freed = 0
-        running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
         while freed < need and running:
             entry = running[0]
             jid = entry[1]
@@ -931,16 +933,6 @@ class Simulator:
                 break
             victims.append(heapq.heappop(running))
             freed += gpus[jid]
-            # Once one victim is not enough, check that the rest can be before
-            # popping them (popping all and pushing them back is what a big
-            # cluster's failed passes cost most).
-            if (
-                freed < need
-                and len(victims) == 1
-                and self._lean_passes
-                and not self._worse_running_cover(wkey, need - freed)
-            ):
-                break  # too few: what popping the rest and pushing them back would find
         if freed < need:
             for entry in victims:
                 heapq.heappush(running, entry)
@@ -948,6 +940,31 @@ class Simulator:
         for entry in victims:
             self._preempt(entry[1])
         return True
+
+    def _victims_suffice(self, wkey: Any, need: int) -> bool:
+        """Whether the pops of :meth:`_preempt_for_best_waiting` would free ``need`` > 0 GPUs.
+
+        Decided before popping anything: a failed preemption pass popped its
+        first victim and pushed it back (most of a big cluster's failed passes
+        are such: a multi-GPU job waits behind few worse-keyed ones).  The
+        stale entries at the root go as the pops would drop them (the pop order
+        of the rest does not depend on the heap's arrangement: entries are
+        unique); then the root alone decides when it is not worse or frees
+        enough, else the read-only walk of :meth:`_worse_running_cover` does.
+        """
+        running, state, run_ver = self._running, self._state, self._run_ver
+        while running:
+            entry = running[0]
+            jid = entry[1]
+            if state[jid] == RUNNING and entry[2] == run_ver[jid]:
+                break
+            heapq.heappop(running)  # stale entry
+        else:
+            return False
+        k = entry[0]
+        if not wkey < (-k if type(k) is float else _neg(k)):
+            return False  # the worst running job is not worse: no pass can preempt
+        return self._gpus[jid] >= need or self._worse_running_cover(wkey, need)
 
     def _worse_running_cover(self, wkey: Any, need: int) -> bool:
         """Whether the running jobs keyed strictly worse than ``wkey`` hold ``need`` GPUs or more.
