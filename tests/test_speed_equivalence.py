@@ -205,14 +205,88 @@ def _running_heaps(draw):
     return entries, running, run_ver, gpus, draw(key), draw(st.integers(1, 30))
 
 
+def _with_running_heap(entries, running, run_ver, gpus) -> Simulator:
+    """A small engine whose running heap, versions, GPU demands and states are the given ones."""
+    sim = Simulator(SimConfig(n_jobs=5), 0)
+    sim._running, sim._run_ver, sim._gpus = list(entries), run_ver, gpus
+    sim._state = [RUNNING if r else WAITING for r in running]
+    return sim
+
+
 @settings(max_examples=400, deadline=None)
 @given(case=_running_heaps())
 def test_worse_running_cover_equals_summing_every_strictly_worse_job(case) -> None:
     entries, running, run_ver, gpus, wkey, need = case
-    sim = Simulator(SimConfig(n_jobs=5), 0)
-    sim._running, sim._run_ver, sim._gpus = list(entries), run_ver, gpus
-    sim._state = [RUNNING if r else WAITING for r in running]
+    sim = _with_running_heap(entries, running, run_ver, gpus)
     live = [e for e in entries if running[e[1]] and e[2] == run_ver[e[1]]]
     worse = sum(gpus[e[1]] for e in live if wkey < _neg(e[0]))
     assert sim._worse_running_cover(wkey, need) == (worse >= need)
     assert sim._running == entries  # read, not changed
+
+
+def _pops_would_free(entries, running, run_ver, gpus, wkey, need) -> bool:
+    """What the plain pass finds by popping: live entries, worst first, strictly worse than wkey."""
+    heap, freed = list(entries), 0
+    while freed < need and heap:
+        k, jid, ver = heapq.heappop(heap)
+        if not (running[jid] and ver == run_ver[jid]):
+            continue  # stale
+        if not wkey < _neg(k):
+            break
+        freed += gpus[jid]
+    return freed >= need
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=_running_heaps())
+def test_victims_suffice_equals_popping_and_keeps_the_pop_order(case) -> None:
+    entries, running, run_ver, gpus, wkey, need = case
+    sim = _with_running_heap(entries, running, run_ver, gpus)
+    assert sim._victims_suffice(wkey, need) == _pops_would_free(
+        entries, running, run_ver, gpus, wkey, need
+    )
+    # Only stale entries left, and the live ones pop in the same order as before.
+    left = sorted(sim._running)
+    live = [e for e in sorted(entries) if running[e[1]] and e[2] == run_ver[e[1]]]
+    assert [e for e in left if running[e[1]] and e[2] == run_ver[e[1]]] == live
+    assert set(left) <= set(entries) and all(e in left for e in live)
+
+
+class _CountingPushBacks(_Counting):
+    """The engine counting preemption passes that popped victims and pushed them back."""
+
+    def _preempt_for_best_waiting(self) -> bool:
+        live_before = self._live_running()
+        done = super()._preempt_for_best_waiting()
+        if not done:
+            # A failed pass leaves the live entries; the plain one pops and pushes them back.
+            assert self._live_running() == live_before
+        self.counts["failed_passes"] = self.counts.get("failed_passes", 0) + (not done)
+        return done
+
+    def _victims_suffice(self, wkey, need) -> bool:
+        enough = super()._victims_suffice(wkey, need)
+        self.counts["decided_before_popping"] = self.counts.get("decided_before_popping", 0) + (
+            not enough
+        )
+        return enough
+
+    def _live_running(self) -> list:
+        return sorted(
+            e for e in self._running if self._state[e[1]] == RUNNING and e[2] == self._run_ver[e[1]]
+        )
+
+
+@pytest.mark.parametrize("scheduler", ["srtf-est", "tiresias"])
+def test_failed_preemption_passes_are_decided_before_popping(scheduler: str) -> None:
+    cfg = SimConfig(scheduler=scheduler, trace=SAMPLE_TRACE, num_gpus=16)
+    lean = _CountingPushBacks(cfg, 1, record_events=True)
+    plain = _CountingPushBacks(cfg, 1, record_events=True)
+    plain._lean_passes = False
+    rule = KDeclineRule(2)
+    assert repr(lean.run(rule)) == repr(plain.run(rule))
+    assert lean.events == plain.events
+    # Some failed only after the walk: the passes that popped a victim and pushed it back.
+    assert lean.counts["probes_failed"] > 0 and plain.counts["probes_failed"] == 0
+    assert lean.counts["decided_before_popping"] == lean.counts["failed_passes"]
+    assert lean.counts["failed_passes"] == plain.counts["failed_passes"] > 0

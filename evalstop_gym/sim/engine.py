@@ -800,7 +800,8 @@ class Simulator:
             self._compact_events()
         self._preemptions[jid] += 1
         self.free += self._gpus[jid]
-        self._log("preempt", jid)
+        if self.events is not None:
+            self._log("preempt", jid)
         self._enqueue(jid)
 
     def _compact_events(self) -> None:
