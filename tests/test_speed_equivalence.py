@@ -290,3 +290,27 @@ def test_failed_preemption_passes_are_decided_before_popping(scheduler: str) -> 
     assert lean.counts["probes_failed"] > 0 and plain.counts["probes_failed"] == 0
     assert lean.counts["decided_before_popping"] == lean.counts["failed_passes"]
     assert lean.counts["failed_passes"] == plain.counts["failed_passes"] > 0
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    scheduler=st.sampled_from(SCHEDULERS),
+    calibration=st.sampled_from(("paper", "hard")),
+)
+def test_work_left_is_what_push_next_checkpoint_computes(
+    seed: int, scheduler: str, calibration: str
+) -> None:
+    """decide's continue reads the work left from next_decision: the columns' formula, bit for bit."""
+    sim = Simulator(SimConfig(scheduler=scheduler, calibration=calibration, n_jobs=30), seed)
+    checked = 0
+    while (jid := sim.next_decision()) is not None:
+        i = sim._ckpt[jid]
+        if sim.step_frac is None:
+            left = sim._duration[jid] * (i + 1) / sim.n_ckpt - sim._work[jid]
+        else:
+            left = sim._duration[jid] * sim.step_frac[jid][i] - sim._work[jid]
+        assert sim._pending_left.hex() == left.hex()
+        checked += 1
+        sim.decide(jid % 7 == 0)
+    assert checked > 0

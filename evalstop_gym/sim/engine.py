@@ -140,6 +140,9 @@ class Simulator:
     #: homogeneous cluster, where work advances with the clock (see sim/pooled.py).
     _rates: list[float] | None = None
 
+    #: Work left from the pending job's checkpoint to its next one (set by next_decision).
+    _pending_left = 0.0
+
     def __new__(cls, config: SimConfig | None = None, *args: Any, **kwargs: Any) -> Simulator:
         """A :class:`PooledSimulator` for a config with pools, else a plain one."""
         if cls is Simulator and config is not None and config.pools is not None:
@@ -461,19 +464,27 @@ class Simulator:
             self._gpu_hours[jid] += self._gpus[jid] * (t - self._seg_start[jid])
             self._seg_start[jid] = t
             i = self._ckpt[jid] = self._ckpt[jid] + 1
-            if self.step_frac is None:
-                work = self._work[jid] = self._duration[jid] * i / self.n_ckpt  # exact, no drift
+            duration, n_ckpt, step_frac = self._duration[jid], self.n_ckpt, self.step_frac
+            if step_frac is None:
+                work = self._work[jid] = duration * i / n_ckpt  # exact, no drift
             else:
-                work = self._work[jid] = self._duration[jid] * self.step_frac[jid][i - 1]
+                work = self._work[jid] = duration * step_frac[jid][i - 1]
             view = self._views[jid]
             view._ckpt_done = i  # type: ignore[union-attr]
             view._work_done = work  # type: ignore[union-attr]
-            view._losses.append(self._loss[jid][i - 1])  # type: ignore[union-attr]
+            view._losses += (self._loss[jid][i - 1],)  # type: ignore[union-attr]
             if self.events is not None:
                 self._log("eval", jid)
-            if i < self.n_ckpt:
+            if i < n_ckpt:
                 self._pending = jid
                 self.decision_checkpoint = i
+                # The work left to the next checkpoint, for decide's continue: computed as
+                # _push_next_checkpoint does, while this job's columns are at hand (on a
+                # big cluster they fall out of the cache between jobs' decisions).
+                if step_frac is None:
+                    self._pending_left = duration * (i + 1) / n_ckpt - work
+                else:
+                    self._pending_left = duration * step_frac[jid][i] - work
                 return jid
             self._finish_job(jid, stopped=False)
             if self._n_waiting:
@@ -504,10 +515,7 @@ class Simulator:
                 self._schedule()
             return
         # The hot path: _push_next_checkpoint and _push_running, inlined.
-        if self.step_frac is None:
-            left = self._duration[jid] * (self._ckpt[jid] + 1) / self.n_ckpt - self._work[jid]
-        else:
-            left = self._duration[jid] * self.step_frac[jid][self._ckpt[jid]] - self._work[jid]
+        left = self._pending_left
         self._counter = c = self._counter + 1
         # + eval_cost_h: the next eval runs on the job's GPUs before its score is
         # reported (x + 0.0 == x, so a free eval leaves every time unchanged).
