@@ -91,7 +91,7 @@ def test_schedulers_get_a_read_only_view_that_reaches_no_hidden_field(name: str)
     for view, reach, numbers, done, observed_loss in seen:
         assert type(view) is SchedulingView
         assert not any(isinstance(o, JobRecord | Simulator | np.ndarray | dict) for o in reach)
-        assert all(isinstance(o, int | float | tuple | SchedulingView) for o in reach)
+        assert all(isinstance(o, int | float | list | SchedulingView) for o in reach)
         assert not hidden & numbers, (view, hidden & numbers)
         # Only the losses reported so far, never a future one.
         assert observed_loss == tuple(losses[view.jid][:done])

@@ -77,7 +77,7 @@ def _job(loss: list[float], ckpt_done: int, work_done: float, gpus: int = 8) -> 
     """A job as its scheduler sees it after ``ckpt_done`` checkpoints (set as the engine does)."""
     v = SchedulingView(0, gpus, 0.0, 10.0, len(loss))
     v._ckpt_done, v._work_done = ckpt_done, work_done
-    v._losses = tuple(loss[:ckpt_done])
+    v._losses[:] = loss[:ckpt_done]
     return v
 
 

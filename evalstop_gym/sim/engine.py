@@ -472,7 +472,7 @@ class Simulator:
             view = self._views[jid]
             view._ckpt_done = i  # type: ignore[union-attr]
             view._work_done = work  # type: ignore[union-attr]
-            view._losses += (self._loss[jid][i - 1],)  # type: ignore[union-attr]
+            view._losses.append(self._loss[jid][i - 1])  # type: ignore[union-attr]
             if self.events is not None:
                 self._log("eval", jid)
             if i < n_ckpt:
@@ -938,7 +938,8 @@ class Simulator:
                 heapq.heappop(running)  # stale entry
                 continue
             # Preempt only for a strictly better key: ties never thrash.
-            if not wkey < _neg(entry[0]):
+            k = entry[0]
+            if not wkey < (-k if type(k) is float else _neg(k)):
                 break
             victims.append(heapq.heappop(running))
             freed += gpus[jid]

@@ -61,11 +61,7 @@ class SchedulingView:
         self._n_ckpt = n_ckpt
         self._ckpt_done = 0
         self._work_done = 0.0
-        # A tuple, replaced at each checkpoint rather than a list appended to: a tuple of
-        # floats leaves the garbage collector's lists at its first collection, so a job
-        # in the system keeps one tracked object (this view), not two, and the full
-        # collections (triggered by the long-lived objects added) come half as often.
-        self._losses: tuple[float, ...] = ()
+        self._losses: list[float] = []
 
     # Properties without setters: a scheduler reads, only the engine writes.
     jid = property(attrgetter("_jid"), doc="Job id, in arrival order.")
@@ -84,7 +80,7 @@ class SchedulingView:
     @property
     def observed_loss(self) -> tuple[float, ...]:
         """Training losses reported so far, oldest first."""
-        return self._losses
+        return tuple(self._losses)
 
     def __repr__(self) -> str:
         """The job's public numbers."""
