@@ -479,8 +479,8 @@ class Simulator:
                 self._pending = jid
                 self.decision_checkpoint = i
                 # The work left to the next checkpoint, for decide's continue: computed as
-                # _push_next_checkpoint does, while this job's columns are at hand (on a
-                # big cluster they fall out of the cache between jobs' decisions).
+                # _push_next_checkpoint does, from the values at hand here (decide read
+                # three columns again for it).
                 if step_frac is None:
                     self._pending_left = duration * (i + 1) / n_ckpt - work
                 else:
