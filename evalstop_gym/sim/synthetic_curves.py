@@ -26,7 +26,15 @@ def gao_shape(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     out = np.zeros_like(x)
     pos = x > 0
-    out[pos] = x[pos] * (1.0 - np.log(x[pos]))
+    out[pos] = _gao_positive(x[pos])
+    return out
+
+
+def _gao_positive(x: np.ndarray) -> np.ndarray:
+    """``x * (1 - ln x)`` for ``x > 0``, the operations in that order, into one new array."""
+    out = np.log(x)
+    np.subtract(1.0, out, out=out)
+    out *= x
     return out
 
 
@@ -112,11 +120,10 @@ def sample_curves(
 ) -> Curves:
     """Draw every job's curves according to ``cal``.
 
-    The float operations are those of the formulas in the docstrings of
-    :func:`gao_shape` and :func:`saturating_shape`, rewritten only where the
-    result is provably the same bits (``(-a) / b`` is ``a / (-b)``, negating
-    both sides of a division changes nothing, ``min(p, inf)`` is ``p``), and
-    computed in place: ``tests/test_draw_equivalence.py`` checks them against
+    The float operations are those of :func:`gao_shape`,
+    :func:`saturating_shape` and the loss formula, rewritten only where the
+    result is provably the same bits (``(-a) / b`` is ``a / (-b)``,
+    ``min(p, inf)`` is ``p``), and computed in place: ``tests/test_draw_equivalence.py`` checks them against
     the straightforward code.
     """
     n, k = len(batch), cal.evals_per_job
@@ -193,10 +200,8 @@ def sample_curves(
 
 
 def _gao_rows(x: np.ndarray, base: np.ndarray, amp: np.ndarray) -> np.ndarray:
-    """``base + amp * (x * (1 - ln x))`` (x > 0), the operations in that order, into one array."""
-    out = np.log(x)
-    np.subtract(1.0, out, out=out)
-    out *= x
+    """``base + amp * gao_shape(x)`` for ``x > 0``, into one array."""
+    out = _gao_positive(x)
     out *= amp
     out += base
     return out
@@ -205,15 +210,8 @@ def _gao_rows(x: np.ndarray, base: np.ndarray, amp: np.ndarray) -> np.ndarray:
 def _saturating_rows(
     p: np.ndarray, tau: np.ndarray, base: np.ndarray, amp: np.ndarray
 ) -> np.ndarray:
-    """``base + amp * saturating_shape(p, tau)``, bit for bit, into one array.
-
-    ``-expm1(-p / tau) / -expm1(-1 / tau)`` is ``expm1(p / -tau) / expm1(-1 / tau)``:
-    IEEE division rounds the magnitude and sets the sign apart, so moving or
-    dropping the negations changes no bit.
-    """
-    out = p / -tau
-    np.expm1(out, out=out)
-    out /= np.expm1(-1.0 / tau)
+    """``base + amp * saturating_shape(p, tau)``, into one array."""
+    out = saturating_shape(p, tau)
     out *= amp
     out += base
     return out
