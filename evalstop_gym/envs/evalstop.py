@@ -579,9 +579,10 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         sim = self.sim
         assert sim is not None
         gain = cost = 0.0
+        true = self._true
         ended = sim.finished_since(self._n_delivered)
         for jid in ended:
-            job, true = sim.job(jid), self._true
+            job = sim.job(jid)
             gain += true[jid, sim.delivered_checkpoint(jid)] - true[jid, 0]  # type: ignore[index]
             first = job.duration * sim.work_fraction(jid, 1)
             cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
