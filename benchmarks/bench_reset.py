@@ -25,10 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 from pathlib import Path
 
 from bench_simulator import ROOT, reference_tree, run_in_tree
+from timing import alternating, ratio
 
 CHILD = r"""
 import json, sys, time, zlib
@@ -93,12 +93,9 @@ def measure(tree: Path, mode: str, n: int) -> dict:
 
 def compare(mode: str, n: int, ref: Path, reps: int) -> None:
     """Alternate the trees' runs (A B, then B A); print costs and ratios reference / current."""
-    runs: dict[str, list[dict]] = {"ref": [], "cur": []}
-    order = [("ref", ref), ("cur", ROOT)]
-    for _ in range(reps):
-        for name, tree in order:
-            runs[name].append(measure(tree, mode, n))
-        order.reverse()
+    runs = alternating(
+        {"ref": lambda: measure(ref, mode, n), "cur": lambda: measure(ROOT, mode, n)}, reps
+    )
     checks = {json.dumps(r["check"]) for r in runs["ref"] + runs["cur"]}
     if len(checks) != 1:
         raise SystemExit(f"{mode}: results differ between the trees: {sorted(checks)}")
@@ -107,17 +104,12 @@ def compare(mode: str, n: int, ref: Path, reps: int) -> None:
         ref_v = [r[key] for r in runs["ref"]]
         cur_v = [r[key] for r in runs["cur"]]
         if key == "rate":  # env-steps per CPU second: higher is better
-            best, med = (
-                max(cur_v) / max(ref_v),
-                statistics.median(c / r for c, r in zip(cur_v, ref_v)),
-            )
+            rates = {"ref": ref_v, "cur": cur_v}
             shown = f"ref {max(ref_v):9.0f}/s   now {max(cur_v):9.0f}/s"
-        else:  # CPU seconds per call: lower is better
-            best, med = (
-                min(ref_v) / min(cur_v),
-                statistics.median(r / c for r, c in zip(ref_v, cur_v)),
-            )
+        else:  # CPU seconds per call: lower is better, so compare calls per second
+            rates = {"ref": [1 / v for v in ref_v], "cur": [1 / v for v in cur_v]}
             shown = f"ref {min(ref_v) * 1e6:7.1f} us   now {min(cur_v) * 1e6:7.1f} us"
+        best, med = ratio(rates, "cur", "ref")
         print(f"{mode:6s} {key:8s} {shown}   ratio best {best:4.2f} median {med:4.2f}")
 
 

@@ -9,9 +9,13 @@ the median of the per-round ratios.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def cpu_rate(run: Callable[[], float]) -> float:
@@ -21,17 +25,24 @@ def cpu_rate(run: Callable[[], float]) -> float:
     return units / (time.process_time() - t0)
 
 
-def interleaved(contenders: dict[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
-    """Rates (units per CPU second) of each contender over ``reps`` interleaved rounds."""
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
+def alternating(contenders: dict[str, Callable[[], T]], reps: int) -> dict[str, list[T]]:
+    """What each contender's call returns, over ``reps`` rounds in alternating order."""
+    results: dict[str, list[T]] = {name: [] for name in contenders}
     order = list(contenders.items())
     for _ in range(reps):
         for name, run in order:
-            rates[name].append(cpu_rate(run))
+            results[name].append(run())
         # A B, then B A: whatever running first or last in a round does to a
         # contender (caches, the allocator, the load's drift) falls on each in turn.
         order.reverse()
-    return rates
+    return results
+
+
+def interleaved(contenders: dict[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
+    """Rates (units per CPU second) of each contender over ``reps`` interleaved rounds."""
+    return alternating(
+        {name: functools.partial(cpu_rate, run) for name, run in contenders.items()}, reps
+    )
 
 
 def ratio(rates: dict[str, list[float]], num: str, den: str) -> tuple[float, float]:
