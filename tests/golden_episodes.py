@@ -103,7 +103,11 @@ def _sim_case(seed: int, **cfg: Any) -> dict[str, Any]:
 
 
 def _arrays_case(seed: int, **cfg: Any) -> dict[str, Any]:
-    """Digest of every drawn array of an episode (jobs and curves, hidden ones included)."""
+    """Digest of every drawn array of an episode (jobs and curves, hidden ones included).
+
+    With step-time jitter, the jittered checkpoint times too (no case of the
+    1524925 fixture has any, so its digests are unchanged).
+    """
     sim = Simulator(SimConfig(**cfg), seed)
     b, c = sim.batch, sim.curves
     h = hashlib.sha256()
@@ -111,6 +115,8 @@ def _arrays_case(seed: int, **cfg: Any) -> dict[str, Any]:
         h.update(np.ascontiguousarray(a).tobytes())
     for a in (c.progress, c.true_eval, c.obs_eval, c.loss, c.proxy, c.peak_progress):
         h.update(np.ascontiguousarray(a).tobytes())
+    if sim.step_frac is not None:
+        h.update(np.ascontiguousarray(sim.step_frac, dtype=float).tobytes())
     return {"metrics": {}, "arrays": h.hexdigest()}
 
 

@@ -26,8 +26,6 @@ import gymnasium as gym
 import numpy as np
 from golden_episodes import SCHEDULER_NAMES, _arrays_case, _env_case, _sim_case
 
-from evalstop_gym import SimConfig, Simulator
-
 FIXTURE = Path(__file__).with_name("data") / "golden_regimes.json"
 POOLS = "a100=32,h100=32"
 
@@ -42,15 +40,6 @@ def _cluster_actions(rng: np.random.Generator, env: gym.Env) -> np.ndarray:
     """One action per slot of the cluster env, the same mix."""
     u = rng.random(env.action_space.shape)
     return np.where(u < 0.1, 1, np.where(u < 0.25, 2, 0)).astype(np.int64)
-
-
-def _step_fractions(seed: int, **cfg: Any) -> dict[str, Any]:
-    """The jittered checkpoint times of an episode (``hard``), beside its drawn arrays."""
-    case = _arrays_case(seed, **cfg)
-    sim = Simulator(SimConfig(**cfg), seed)
-    assert sim.step_frac is not None
-    case["step_frac"] = [float(x).hex() for row in sim.step_frac for x in row]
-    return case
 
 
 def collect() -> dict[str, dict[str, Any]]:
@@ -82,7 +71,7 @@ def collect() -> dict[str, dict[str, Any]]:
         32, 0.0, "EvalStopCluster-v0", _cluster_actions, n_jobs=40, load=1.5
     )
     out["env-flat-hard"] = _env_case(33, 0.15, "EvalStopFlat-v0", n_jobs=25, calibration="hard")
-    out["arrays-hard"] = _step_fractions(34, calibration="hard")
+    out["arrays-hard"] = _arrays_case(34, calibration="hard")  # with the jittered step fractions
     return out
 
 
