@@ -15,6 +15,13 @@ worktree of that commit at REF, from the root of this repository::
 (the script uses only the public API, which that commit already had).
 
 Regenerate it only for a deliberate change of results, and say so in the commit.
+
+Two copies per fixture, one per kind of float64 ``exp``/``log`` numpy runs
+(:func:`float_kernels`): on a CPU with AVX-512 numpy uses its own SIMD kernels,
+elsewhere the C library's, and the two differ in the last bit of some values.
+``<stem>.json`` was written on an AVX-512 machine; ``<stem>.no-avx512.json`` on
+a machine without it, from commit 81203af (whose results the AVX-512 copy had
+confirmed bit for bit), so both pin the same code.
 """
 
 from __future__ import annotations
@@ -32,7 +39,23 @@ import numpy as np
 import evalstop_gym
 from evalstop_gym import SAMPLE_TRACE, KDeclineRule, SimConfig, Simulator
 
-FIXTURE = Path(__file__).with_name("data") / "golden_episodes.json"
+
+def float_kernels() -> str:
+    """``"avx512"`` if numpy runs its AVX-512 float64 exp/log kernels here, else ``"no-avx512"``."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:  # numpy 1.x
+        from numpy.core._multiarray_umath import __cpu_features__
+    return "avx512" if __cpu_features__.get("AVX512F") else "no-avx512"
+
+
+def fixture_path(stem: str) -> Path:
+    """The stored fixture ``stem`` for this machine's float kernels (see the module docstring)."""
+    suffix = "" if float_kernels() == "avx512" else ".no-avx512"
+    return Path(__file__).with_name("data") / f"{stem}{suffix}.json"
+
+
+FIXTURE = fixture_path("golden_episodes")
 SCHEDULER_NAMES = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
 
 

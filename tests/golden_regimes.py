@@ -14,19 +14,20 @@ that commit at REF, from the root of this repository::
     PYTHONPATH=REF:tests python tests/golden_regimes.py
 
 Regenerate it only for a deliberate change of results, and say so in the commit.
+Like ``golden_episodes``, it has a copy for machines without AVX-512
+(``golden_regimes.no-avx512.json``, see :func:`golden_episodes.fixture_path`).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from golden_episodes import SCHEDULER_NAMES, _arrays_case, _env_case, _sim_case
+from golden_episodes import SCHEDULER_NAMES, _arrays_case, _env_case, _sim_case, fixture_path
 
-FIXTURE = Path(__file__).with_name("data") / "golden_regimes.json"
+FIXTURE = fixture_path("golden_regimes")
 POOLS = "a100=32,h100=32"
 
 
