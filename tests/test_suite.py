@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from golden_episodes import float_kernels
 
 from baselines import EvalStop, NoStop, evaluate
 from baselines.bayes import BayesStopper
@@ -22,14 +23,17 @@ from evalstop_gym.suite import SUITE_PRICE, SUITE_TASKS, price_rule, suite_task
 
 # ------------------------------------------------------------------ deliver="final" / "best"
 
-#: Metrics measured on the commit before `deliver` existed (1524925), same seeds.
+#: Metrics measured on the commit before `deliver` existed (1524925), same seeds, on a CPU
+#: with AVX-512; without it numpy's float64 exp/log differ in the last bit, and so do the
+#: values below marked so (measured from 81203af, see golden_episodes.fixture_path).
+NO_AVX512 = float_kernels() == "no-avx512"
 GOLDEN = {
     "paper": (0.7754223996931574, 0.03483924862011072, 9.222278064440362, 5055.1005321830235, 36),
     "realistic": (
         0.7850742832194715,
         0.07931110222879628,
         6.8073231803399326,
-        3933.0683555683627,
+        3933.0683555683636 if NO_AVX512 else 3933.0683555683627,
         50,
     ),
 }
@@ -45,7 +49,7 @@ def test_deliver_final_reproduces_todays_metrics_exactly(cal: str) -> None:
 
 def test_env_return_with_deliver_final_is_unchanged() -> None:
     r = evaluate(EvalStop(2), [5], n_jobs=60, calibration="realistic", eval_noise=0.05)[0]
-    assert r["return"] == 19.39596548781031
+    assert r["return"] == (19.395965487810315 if NO_AVX512 else 19.39596548781031)
     assert r["mean_delivered_quality"] == 0.7967021118419806
 
 
