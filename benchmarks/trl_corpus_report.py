@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from evalstop_corpora.micro_rlhf.generate import fit_corpus, summarize
 from evalstop_gym.corpus import CurveTrace, read_traces
 from evalstop_gym.corpus.early_auc import corpus_early_auc, sim_early_auc
-from evalstop_gym.corpus.generators.micro_rlhf.generate import fit_corpus, summarize
 from evalstop_gym.corpus.packaged import TRL_CORPUS, corpus_path
 from evalstop_gym.sim.calibration import CALIBRATIONS
 

@@ -22,7 +22,7 @@ MODULES = (
     "evalstop_experiments.e6",
     "evalstop_experiments.e7",
     "evalstop_cli.main",
-    "evalstop_gym.corpus.generators.micro_rlhf.generate",
+    "evalstop_corpora.micro_rlhf.generate",
 )
 
 SCRIPT = textwrap.dedent(
@@ -62,7 +62,10 @@ def test_imports_and_plots_keep_the_users_matplotlib_backend() -> None:
 @pytest.mark.parametrize(
     ("package", "never"),
     [
-        ("evalstop_gym", ("baselines", "evalstop_experiments", "evalstop_cli", "torch")),
+        (
+            "evalstop_gym",
+            ("baselines", "evalstop_corpora", "evalstop_experiments", "evalstop_cli", "torch"),
+        ),
         ("baselines.train", ("evalstop_experiments", "evalstop_cli", "torch")),
         ("evalstop_experiments.reproduce", ("evalstop_cli", "torch")),
     ],

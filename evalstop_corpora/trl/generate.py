@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from evalstop_corpora import generate_and_report
 from evalstop_gym.corpus.format import CurveTrace, write_traces
-from evalstop_gym.corpus.generators import generate_and_report
 from evalstop_gym.parallel import Executor
 
 #: The swept hyperparameters and their values (see module docstring).
@@ -61,7 +61,7 @@ def trl_specs(n_runs: int, seed: int = 0, **overrides: Any) -> list[Any]:
     Returns:
         One :class:`~.run.TRLRunConfig` per run, in run order.
     """
-    from evalstop_gym.corpus.generators.trl.run import TRLRunConfig
+    from evalstop_corpora.trl.run import TRLRunConfig
 
     if n_runs < 0:
         raise ValueError(f"n_runs must be >= 0, got {n_runs}")
@@ -88,7 +88,7 @@ def run_spec(spec: Any, base_dir: str, runs_dir: str) -> tuple[CurveTrace, float
     Returns:
         ``(trace, process CPU seconds, reused)``.
     """
-    from evalstop_gym.corpus.generators.trl.run import run_trl, trace_of
+    from evalstop_corpora.trl.run import run_trl, trace_of
 
     out = Path(runs_dir) / spec.run_id()
     state, saved = out / "trainer_state.json", out / "run_config.json"
@@ -136,7 +136,7 @@ def generate_trl_corpus(
     """
     from tqdm.auto import tqdm
 
-    from evalstop_gym.corpus.generators.trl.world import build_base
+    from evalstop_corpora.trl.world import build_base
 
     executor = executor or Executor(backend, workers, address)
     if not specs:

@@ -1,6 +1,6 @@
 """Generate a corpus of micro-RLHF runs in parallel, and fit Gao et al.'s law to a corpus.
 
-Command line (wired into ``evalstop-gym curves``; also ``python -m evalstop_gym.corpus.generators.micro_rlhf``)::
+Command line (wired into ``evalstop-gym curves``; also ``python -m evalstop_corpora.micro_rlhf``)::
 
     evalstop-gym curves generate --runs 252 --out runs/curves [--seed 0] [--workers 2]
                                  [--backend local|ray] [--address HOST:PORT]
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from evalstop_corpora import generate_and_report
 from evalstop_gym.corpus import (
     CurveTrace,
     CurveTraceError,
@@ -42,12 +43,11 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
-from evalstop_gym.corpus.generators import generate_and_report
 from evalstop_gym.fileio import atomic_open, atomic_savefig, atomic_write
 from evalstop_gym.parallel import Executor
 
 if TYPE_CHECKING:
-    from evalstop_gym.corpus.generators.micro_rlhf.train import MicroRLHFConfig
+    from evalstop_corpora.micro_rlhf.train import MicroRLHFConfig
 
 #: The swept hyperparameters and their values (see module docstring).
 SWEEP_GRID: dict[str, tuple[float, ...]] = {
@@ -72,7 +72,7 @@ def sweep_configs(n_runs: int, seed: int = 0, **overrides: Any) -> list[MicroRLH
     Returns:
         One config per run, in run order.
     """
-    from evalstop_gym.corpus.generators.micro_rlhf.train import MicroRLHFConfig
+    from evalstop_corpora.micro_rlhf.train import MicroRLHFConfig
 
     if n_runs < 0:
         raise ValueError(f"n_runs must be >= 0, got {n_runs}")
@@ -89,7 +89,7 @@ def sweep_configs(n_runs: int, seed: int = 0, **overrides: Any) -> list[MicroRLH
 
 def _run_one(config: MicroRLHFConfig) -> tuple[CurveTrace, float]:
     """Worker body: one run and its wall-clock time (kept out of the trace: it is not seeded)."""
-    from evalstop_gym.corpus.generators.micro_rlhf.train import run_micro_rlhf
+    from evalstop_corpora.micro_rlhf.train import run_micro_rlhf
 
     started = time.perf_counter()
     trace = run_micro_rlhf(config)
@@ -371,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
     """
     out = Path(args.out)
     if args.curves_command == "generate" and getattr(args, "source", "micro") == "trl":
-        from evalstop_gym.corpus.generators.trl.generate import run_cli
+        from evalstop_corpora.trl.generate import run_cli
 
         return run_cli(args)
     if args.curves_command == "generate":
@@ -393,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m evalstop_gym.corpus.generators.micro_rlhf {generate,fit} ...``.
+    """Stand-alone entry point: ``python -m evalstop_corpora.micro_rlhf {generate,fit} ...``.
 
     Args:
         argv: Arguments (default: ``sys.argv[1:]``).
