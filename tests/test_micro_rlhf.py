@@ -128,6 +128,7 @@ def test_sweep_configs_cover_grid_with_unique_seeds() -> None:
     )
     assert sweep_configs(5, seed=2) == configs[:5]
     assert sweep_configs(3, seed=2, steps=7, checkpoints=7)[0].steps == 7
+    assert {c.lr for c in sweep_configs(4, seed=2, lr=7e-4)} == {7e-4}  # overrides win
 
 
 def test_local_corpus_matches_in_process_runs(tmp_path: Path) -> None:
