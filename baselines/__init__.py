@@ -1,6 +1,9 @@
 """Stopping policies for EvalStop-v0 (scripted and learned) and their benchmarks.
 
 from baselines import NoStop, EvalStop, StopAtProgress, LossPlateau, evaluate
+
+Training a learned stopper (Stable-Baselines3) is :mod:`baselines.training`
+(``from baselines.training import TrainConfig, train``).
 """
 
 from __future__ import annotations

@@ -64,7 +64,12 @@ ALGO_CLASSES: dict[str, tuple[str, str]] = {
 RECURRENT_ALGOS = ("recurrentppo",)
 
 
-def _algo(name: str) -> Any:
+def algo_class(name: str) -> Any:
+    """The SB3 algorithm class of ``name`` (a key of :data:`ALGO_CLASSES`), imported now.
+
+    The one place that turns an algorithm name into its class, for training
+    (:func:`baselines.training.train`) and for loading a model (:class:`Learned`).
+    """
     if name not in ALGO_CLASSES:
         raise ValueError(f"algo={name!r} is not allowed: one of {sorted(ALGO_CLASSES)}")
     module, cls = ALGO_CLASSES[name]
@@ -148,7 +153,7 @@ class Learned:
             p = p.with_suffix(".zip")
         # The checked bytes are the loaded bytes: no window to swap the file in between.
         data = p.read_bytes() if trust else read_verified(p, sha256)
-        self.model = _algo(self.algo).load(io.BytesIO(data), device="cpu")
+        self.model = algo_class(self.algo).load(io.BytesIO(data), device="cpu")
         self._dict_space = spaces.Dict(
             {
                 k: spaces.Box(

@@ -4,7 +4,7 @@
 
 Both with ``PPO("MlpPolicy", ...)`` at SB3's defaults (n_steps 2048, 10
 epochs, batch 64), 16 envs, one torch thread: EvalStop-v0 through
-``baselines.native_vec.NativeVecEnv`` (N simulators in one process, flat
+``baselines.training.native_vec.NativeVecEnv`` (N simulators in one process, flat
 observations) under ``VecMonitor``, CartPole-v1 through ``make_vec_env``
 (``DummyVecEnv`` of ``Monitor``-ed envs).  fps = timesteps learned per CPU
 second of ``learn`` (rollouts and gradient steps), interleaved runs.
@@ -37,7 +37,7 @@ from stable_baselines3.common.vec_env import VecMonitor
 from timing import interleaved, report
 
 import evalstop_gym  # noqa: F401
-from baselines.native_vec import NativeVecEnv
+from baselines.training.native_vec import NativeVecEnv
 
 N_ENVS = 16
 TARGET = 1.0

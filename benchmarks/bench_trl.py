@@ -29,9 +29,9 @@ def main() -> None:
 
     import torch
 
-    from evalstop_gym.corpus.generators.micro_rlhf import MicroRLHFConfig, run_micro_rlhf
-    from evalstop_gym.corpus.generators.trl.generate import run_spec, trl_specs
-    from evalstop_gym.corpus.generators.trl.world import build_base
+    from evalstop_corpora.micro_rlhf import MicroRLHFConfig, run_micro_rlhf
+    from evalstop_corpora.trl.generate import run_spec, trl_specs
+    from evalstop_corpora.trl.world import build_base
     from evalstop_gym.corpus.packaged import TRL_CORPUS, load_corpus
 
     torch.set_num_threads(1)

@@ -3,7 +3,7 @@
     python benchmarks/learned_acceptance.py [--tasks hard-0.05,hard-0.12,paper-0.12]
         [--train-seeds 3] [--timesteps N] [--algo ppo] [--test-seeds 10] [--workers 2]
 
-For each task, ``--train-seeds`` models are trained with ``baselines.train.train``
+For each task, ``--train-seeds`` models are trained with ``baselines.training.train``
 and the shipped defaults of ``hyperparams/<algo>.yml`` (only the budget may be
 changed, with ``--timesteps``) on the task's env arguments (``suite_task``).
 Training seeds start at :data:`TRAIN_SEED_BASE`, so no training or validation
@@ -41,7 +41,7 @@ import numpy as np
 
 from baselines.learned import Learned
 from baselines.policies import observed
-from baselines.train import train
+from baselines.training import train
 from evalstop_experiments import e8
 from evalstop_gym.parallel import Executor
 from evalstop_gym.sim.workloads import RLHF

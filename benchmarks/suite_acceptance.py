@@ -28,9 +28,9 @@ import time
 
 from baselines.bayes import BayesStopper
 from evalstop_experiments import e8
+from evalstop_experiments.early_auc import corpus_early_auc, sim_early_auc
 from evalstop_gym import KDeclineRule, SimConfig, Simulator
 from evalstop_gym.corpus import read_traces
-from evalstop_gym.corpus.early_auc import corpus_early_auc, sim_early_auc
 from evalstop_gym.suite import PRICE_FACTORS
 
 

@@ -3,7 +3,7 @@
 For each corpus: runs, hacking fraction (overall, per KL coefficient, per preference-data size,
 per proxy width), peak positions of hacking runs, Gao-law fits (R^2, alpha, beta), eval noise,
 and the early-eval AUC at progress <= 0.1 and <= 0.2, by the project's single definition
-(:mod:`evalstop_gym.corpus.early_auc`: a 5-fold stratified cross-validated logistic regression
+(:mod:`evalstop_experiments.early_auc`: a 5-fold stratified cross-validated logistic regression
 of the hacking label on the early evals, the step-0 eval excluded; on the synthetic regimes the
 simulator's RLHF runs at the calibration's eval noise). Numpy and SciPy only.
 
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from evalstop_corpora.micro_rlhf.generate import fit_corpus, summarize
+from evalstop_experiments.early_auc import corpus_early_auc, sim_early_auc
 from evalstop_gym.corpus import CurveTrace, read_traces
-from evalstop_gym.corpus.early_auc import corpus_early_auc, sim_early_auc
-from evalstop_gym.corpus.generators.micro_rlhf.generate import fit_corpus, summarize
 from evalstop_gym.corpus.packaged import TRL_CORPUS, corpus_path
 from evalstop_gym.sim.calibration import CALIBRATIONS
 

@@ -216,7 +216,7 @@ def add_reproduce_parser(sub: Any) -> None:
 
 def add_curves_parser(sub: Any) -> None:
     """``curves``: generate and fit real micro-RLHF training curves."""
-    from evalstop_gym.corpus.generators.micro_rlhf.generate import add_arguments, run
+    from evalstop_corpora.micro_rlhf.generate import add_arguments, run
 
     c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
     add_arguments(c)

@@ -1,4 +1,4 @@
-"""``evalstop-gym train``: the command line of :func:`baselines.train.train`.
+"""``evalstop-gym train``: the command line of :func:`baselines.training.train`.
 
     evalstop-gym train --algo dqn --timesteps 300000 --out models/dqn.zip \\
         --eval-noise 0.12 --obs-fields job_type,evals,consecutive_declines
@@ -11,7 +11,8 @@ import argparse
 import json
 from typing import Any
 
-from baselines.train import ALGOS
+from baselines.training.train import POLICIES, VECS
+from baselines.training.zoo import ALGOS
 
 from .envargs import add_env_arguments, env_kwargs_from_args
 
@@ -33,7 +34,7 @@ def add_train_parser(sub: Any) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument(
         "--policy",
-        choices=("multi", "mlp"),
+        choices=POLICIES,
         default="multi",
         help="MultiInputPolicy on the Dict, or MlpPolicy on FlattenObservation",
     )
@@ -41,7 +42,7 @@ def add_train_parser(sub: Any) -> None:
     t.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
     t.add_argument(
         "--vec",
-        choices=("dummy", "native"),
+        choices=VECS,
         default="dummy",
         help="native: N simulators batched in one process (EvalStop's own vector env)",
     )
@@ -78,10 +79,10 @@ def train_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``evalstop-gym train``: train, save, print the budget and learning curve."""
-    from baselines.train import train
+    from baselines.training import TrainConfig, train
 
-    res = train(
-        args.out,
+    config = TrainConfig(
+        out=args.out,
         algo=args.algo,
         timesteps=args.timesteps,
         n_envs=args.n_envs,
@@ -96,6 +97,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         keep_best=not args.last,
         vec=args.vec,
     )
+    res = train(config)
     print(
         f"saved {res.path}: {res.timesteps} steps in {res.seconds:.1f} s "
         f"({res.steps_per_second:.0f} steps/s)"

@@ -48,7 +48,7 @@ def eval_every(timesteps: int, evaluations: int = 10) -> int:
 
 def train_one(args: tuple[str, float, str | None, int, int, bool]) -> dict[str, Any]:
     """Train one E6 model: ``(path, sigma, obs_fields, timesteps, seed, quick)``; its timings."""
-    from baselines.train import train
+    from baselines.training import train
 
     path, sigma, fields, timesteps, seed, quick = args
     evaluations, episodes = EVALUATIONS["quick" if quick else "default"]

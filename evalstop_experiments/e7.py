@@ -52,7 +52,7 @@ def ensure_corpus(out: Path, *, quick: bool, executor: Executor | None = None) -
     """The corpus file, generated once per output folder (reused afterwards)."""
     path = corpus_file(out, quick=quick)
     if not path.exists():
-        from evalstop_gym.corpus.generators.micro_rlhf.generate import generate_corpus
+        from evalstop_corpora.micro_rlhf.generate import generate_corpus
 
         path.parent.mkdir(parents=True, exist_ok=True)
         generate_corpus(

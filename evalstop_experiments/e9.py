@@ -34,7 +34,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.domain_random import COMMON_WINDOW, checkpoints, domain_kwargs, mixture_tasks
+from baselines.training.domain_random import (
+    COMMON_WINDOW,
+    checkpoints,
+    domain_kwargs,
+    mixture_tasks,
+)
 
 from . import e8
 
@@ -97,9 +102,9 @@ def train_models(
     A model is reused when its file, hash record and label (training set and
     budget) are there: a rerun scores what it trained.
     """
-    from baselines.domain_random import DomainRandomised
     from baselines.learned import read_meta
-    from baselines.train import train
+    from baselines.training import train
+    from baselines.training.domain_random import DomainRandomised
 
     folder = Path(out) / "e9_models"
     models = {}
@@ -196,7 +201,7 @@ def _player(model: Any, kw: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     The model sees its own window W: the last W evals of a task with K >= W
     checkpoints, the whole history padded to W slots on a task with fewer.
     """
-    from baselines.domain_random import PaddedPolicy
+    from baselines.training.domain_random import PaddedPolicy
     from evalstop_gym.envs import EvalStopEnv
     from evalstop_gym.envs.wrappers import pad_observation_space
 

@@ -260,3 +260,33 @@ def _strips(ax: Any, data: list[np.ndarray], ys: np.ndarray, color: str) -> None
             continue
         ax.scatter(x, y + rng.uniform(-0.3, 0.3, len(x)), s=4, alpha=0.35, color=color, lw=0)
         ax.plot([np.median(x)] * 2, [y - 0.38, y + 0.38], color="black", lw=1.5)
+
+
+def plot_learning_curves(
+    curves: dict[str, list[tuple[int, float, float]]],
+    path: Path,
+    refs: dict[str, float] | None = None,
+) -> Path:
+    """Plot evaluation return against timesteps per model, with reference lines; to ``path``.
+
+    ``curves`` maps a model's name to its :attr:`baselines.training.TrainResult.learning_curve`.
+    """
+    fig = Figure(figsize=(7, 4), constrained_layout=True)
+    ax = fig.subplots()
+    for name, curve in curves.items():
+        if not curve:
+            continue
+        t, m, s = (np.array(x) for x in zip(*curve))
+        ax.plot(t, m, marker="o", ms=3, label=name)
+        ax.fill_between(t, m - s, m + s, alpha=0.15)
+    for name, v in (refs or {}).items():
+        if v is not None and np.isfinite(v):
+            ax.axhline(v, ls="--", lw=1, color="grey")
+            ax.annotate(name, (ax.get_xlim()[0], v), fontsize=7, va="bottom", color="grey")
+    ax.set_xlabel("training timesteps")
+    ax.set_ylabel("evaluation return (utility)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    ax.set_title("Learned stoppers: learning curves (periodic evaluation)")
+    return atomic_savefig(fig, path, dpi=110)

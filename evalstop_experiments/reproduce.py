@@ -633,7 +633,7 @@ QUICK_NOTICE = (
 
 
 def _learning_curve_plot(out: Path, models: dict[str, dict[str, Any]]) -> Path:
-    from baselines.train import plot_learning_curves
+    from .plots import plot_learning_curves
 
     curves = {
         f"{m['algo'].upper()}[{m['variant']}] σ={m['sigma']}": [

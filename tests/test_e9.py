@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from baselines.domain_random import DomainRandomised, domain_kwargs, mixture_tasks
+from baselines.training.domain_random import DomainRandomised, domain_kwargs, mixture_tasks
 from evalstop_gym.envs.wrappers import JobEpisodes
 
 

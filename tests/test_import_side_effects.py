@@ -22,7 +22,7 @@ MODULES = (
     "evalstop_experiments.e6",
     "evalstop_experiments.e7",
     "evalstop_cli.main",
-    "evalstop_gym.corpus.generators.micro_rlhf.generate",
+    "evalstop_corpora.micro_rlhf.generate",
 )
 
 SCRIPT = textwrap.dedent(
@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent(
     assert (np.random.get_state()[1] == np_state).all() and random.getstate() == py_state
     # Drawing the report's figures does not switch the backend either.
     from evalstop_experiments.plots import plot_example_curves
-    from baselines.train import plot_learning_curves
+    from evalstop_experiments.plots import plot_learning_curves
     out = Path(tempfile.mkdtemp())
     plot_example_curves({"n_jobs": 12}, 0, out / "a.png")
     plot_learning_curves({"x": [(1, 0.5, 0.1), (2, 0.7, 0.1)]}, out / "b.png")
@@ -62,8 +62,11 @@ def test_imports_and_plots_keep_the_users_matplotlib_backend() -> None:
 @pytest.mark.parametrize(
     ("package", "never"),
     [
-        ("evalstop_gym", ("baselines", "evalstop_experiments", "evalstop_cli", "torch")),
-        ("baselines.train", ("evalstop_experiments", "evalstop_cli", "torch")),
+        (
+            "evalstop_gym",
+            ("baselines", "evalstop_corpora", "evalstop_experiments", "evalstop_cli", "torch"),
+        ),
+        ("baselines.training", ("evalstop_experiments", "evalstop_cli", "torch")),
         ("evalstop_experiments.reproduce", ("evalstop_cli", "torch")),
     ],
 )

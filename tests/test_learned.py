@@ -11,7 +11,7 @@ pytest.importorskip("stable_baselines3")
 
 from baselines import EvalStop, NoStop, evaluate
 from baselines.learned import Learned, read_meta
-from baselines.train import (
+from baselines.training import (
     ALGOS,
     ZOO_KEYS,
     TrainResult,
@@ -180,13 +180,26 @@ def test_training_uses_the_zoo_files_hyperparameters(trained: TrainResult) -> No
         assert not set(load_hyperparams(algo)) & set(ZOO_KEYS)
 
 
+def test_train_config_is_what_the_keyword_call_builds() -> None:
+    from baselines.training import TrainConfig
+    from baselines.training.train import _as_config
+
+    config = TrainConfig("m.zip", algo="dqn", timesteps=10)
+    assert _as_config("m.zip", {"algo": "dqn", "timesteps": 10}) == config
+    assert _as_config(None, {"out": "m.zip", "algo": "dqn", "timesteps": 10}) == config
+    assert _as_config(config, {"seed": 3}) == TrainConfig("m.zip", algo="dqn", timesteps=10, seed=3)
+    for bad in ({"policy": "cnn"}, {"vec": "subproc"}, {"timesteps": 0}, {"algo": "sac"}):
+        with pytest.raises(ValueError, match=f"{next(iter(bad))}="):
+            TrainConfig("m.zip", **bad)
+
+
 def test_zoo_policy_kwargs_are_read_as_literals_only(tmp_path: Path, monkeypatch) -> None:
-    import baselines.train as train_module
+    from baselines.training import zoo
 
     (tmp_path / "ppo.yml").write_text(
         "EvalStop-v0:\n  policy_kwargs: \"__import__('os').getcwd()\"\n"
     )
-    monkeypatch.setattr(train_module, "HYPERPARAMS_DIR", tmp_path)
+    monkeypatch.setattr(zoo, "HYPERPARAMS_DIR", tmp_path)
     with pytest.raises(ValueError, match=r"ppo.yml: policy_kwargs=.* is not allowed"):
         load_zoo_config("ppo")
 

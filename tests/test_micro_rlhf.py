@@ -12,21 +12,21 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from evalstop_gym.corpus import (  # noqa: E402
-    fit_gao_trace,
-    label_hacking,
-    read_traces,
-    write_traces,
-)
-from evalstop_gym.corpus.generators.micro_rlhf.generate import (  # noqa: E402
+from evalstop_corpora.micro_rlhf.generate import (  # noqa: E402
     SWEEP_GRID,
     add_arguments,
     generate_corpus,
     main,
     sweep_configs,
 )
-from evalstop_gym.corpus.generators.micro_rlhf.model import LENGTH, VOCAB, GoldReward, gold_reward  # noqa: E402
-from evalstop_gym.corpus.generators.micro_rlhf.train import MicroRLHFConfig, run_micro_rlhf  # noqa: E402
+from evalstop_corpora.micro_rlhf.model import LENGTH, VOCAB, GoldReward, gold_reward  # noqa: E402
+from evalstop_corpora.micro_rlhf.train import MicroRLHFConfig, run_micro_rlhf  # noqa: E402
+from evalstop_gym.corpus import (  # noqa: E402
+    fit_gao_trace,
+    label_hacking,
+    read_traces,
+    write_traces,
+)
 
 TINY = MicroRLHFConfig(seed=5, n_pairs=32, proxy_hidden=8, steps=12, checkpoints=4, gold_batch=256)
 # A small proxy data set and no KL penalty: the policy outruns what 32 comparisons taught the proxy
@@ -48,7 +48,7 @@ def healthy_trace():
 
 
 def test_gold_reward_is_standardised_and_concave() -> None:
-    from evalstop_gym.corpus.generators.micro_rlhf.model import base_chain_sample
+    from evalstop_corpora.micro_rlhf.model import base_chain_sample
 
     gold = gold_reward()
     assert isinstance(gold, GoldReward)
@@ -128,6 +128,7 @@ def test_sweep_configs_cover_grid_with_unique_seeds() -> None:
     )
     assert sweep_configs(5, seed=2) == configs[:5]
     assert sweep_configs(3, seed=2, steps=7, checkpoints=7)[0].steps == 7
+    assert {c.lr for c in sweep_configs(4, seed=2, lr=7e-4)} == {7e-4}  # overrides win
 
 
 def test_local_corpus_matches_in_process_runs(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import evalstop_gym  # noqa: F401
-from baselines.domain_random import DomainRandomised, PaddedPolicy, domain_kwargs
+from baselines.training.domain_random import DomainRandomised, PaddedPolicy, domain_kwargs
 from evalstop_gym.envs.wrappers import (
     JobEpisodes,
     PadWindow,

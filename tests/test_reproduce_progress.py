@@ -148,7 +148,7 @@ def test_quick_corpus_is_shipped_hash_checked(tmp_path: Path) -> None:
 def test_quick_corpus_is_what_the_generator_makes() -> None:
     """Its first run regenerated from its recorded seed gives the shipped trace, bit for bit."""
     pytest.importorskip("torch")
-    from evalstop_gym.corpus.generators.micro_rlhf.generate import _run_one, sweep_configs
+    from evalstop_corpora.micro_rlhf.generate import _run_one, sweep_configs
     from evalstop_gym.corpus.packaged import load_corpus, sidecar
 
     meta = sidecar(QUICK_CORPUS)

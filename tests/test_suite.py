@@ -13,9 +13,9 @@ from baselines.bayes import BayesStopper
 from baselines.changepoint import Cusum, cusum_statistic
 from baselines.floors import FirstEvalGate
 from evalstop_experiments import e8
+from evalstop_experiments.early_auc import corpus_early_auc, cv_auc, roc_auc, sim_early_auc
 from evalstop_gym import ConfigError, KDeclineRule, SimConfig, Simulator
 from evalstop_gym.corpus import CurveTrace, write_traces
-from evalstop_gym.corpus.early_auc import corpus_early_auc, cv_auc, roc_auc, sim_early_auc
 from evalstop_gym.sim.metrics import best_observed_index, honest_metrics
 from evalstop_gym.sim.synthetic_curves import rise_decline_shape, saturating_shape
 from evalstop_gym.sim.workloads import RLHF

@@ -63,7 +63,7 @@ def test_tampered_corpus_is_refused(tmp_path, monkeypatch):
 
 def test_gold_reward_is_deterministic_and_standardised():
     """Two builds agree exactly; base-chain completions score mean ~0, sd ~1; text = ids."""
-    from evalstop_gym.corpus.generators.trl.world import (
+    from evalstop_corpora.trl.world import (
         COMPLETION_WORDS,
         GoldReward,
         sample_chain,
@@ -80,7 +80,7 @@ def test_gold_reward_is_deterministic_and_standardised():
 
 def test_gold_reward_punishes_repetition():
     """Diminishing returns: ten copies of the best single word score below the base mean."""
-    from evalstop_gym.corpus.generators.trl.world import COMPLETION_WORDS, gold_reward
+    from evalstop_corpora.trl.world import COMPLETION_WORDS, gold_reward
 
     gold = gold_reward()
     best = int(np.argmax(gold.unigram))
@@ -95,8 +95,8 @@ def test_gold_reward_punishes_repetition():
 def test_proxy_training_is_deterministic_per_seed():
     """Same seed: identical weights; another seed: different weights."""
     pytest.importorskip("torch")
-    from evalstop_gym.corpus.generators.trl.proxy import label_pairs, train_proxy
-    from evalstop_gym.corpus.generators.trl.world import COMPLETION_WORDS, sample_chain
+    from evalstop_corpora.trl.proxy import label_pairs, train_proxy
+    from evalstop_corpora.trl.world import COMPLETION_WORDS, sample_chain
 
     a = sample_chain(64, COMPLETION_WORDS, seed=1)
     b = sample_chain(64, COMPLETION_WORDS, seed=2)
@@ -118,7 +118,7 @@ def test_proxy_training_is_deterministic_per_seed():
 def test_specs_cover_the_grid_once_and_overrides_win():
     """48 runs: every cell once, distinct seeds; an override replaces a swept value."""
     pytest.importorskip("transformers")
-    from evalstop_gym.corpus.generators.trl.generate import QUICK_OVERRIDES, TRL_GRID, trl_specs
+    from evalstop_corpora.trl.generate import QUICK_OVERRIDES, TRL_GRID, trl_specs
 
     specs = trl_specs(48, seed=0)
     cells = {(s.beta, s.n_pairs, s.proxy_hidden, s.lr) for s in specs}
@@ -138,8 +138,8 @@ def test_specs_cover_the_grid_once_and_overrides_win():
 def tiny_run(tmp_path_factory):
     """A 4-step GRPO run on a briefly pre-trained base model; returns (config, out folder)."""
     pytest.importorskip("trl")
-    from evalstop_gym.corpus.generators.trl.run import TRLRunConfig, run_trl
-    from evalstop_gym.corpus.generators.trl.world import BaseRecipe, build_base
+    from evalstop_corpora.trl.run import TRLRunConfig, run_trl
+    from evalstop_corpora.trl.world import BaseRecipe, build_base
 
     root = tmp_path_factory.mktemp("trl")
     base = build_base(root / "base", BaseRecipe(corpus_size=500, steps=10, batch=32))
@@ -165,8 +165,8 @@ def tiny_run(tmp_path_factory):
 @pytest.mark.slow
 def test_tiny_trl_run_leaves_a_trainer_state_the_loader_reads(tiny_run):
     """trainer_state.json from TRL itself: gold eval at every checkpoint, loss at every step."""
+    from evalstop_corpora.trl.run import LOADER_KEYS
     from evalstop_gym.corpus import load_trl_trainer_state
-    from evalstop_gym.corpus.generators.trl.run import LOADER_KEYS
 
     config, out, trace = tiny_run
     state = json.loads((out / "trainer_state.json").read_text())
@@ -189,7 +189,7 @@ def test_tiny_trl_run_leaves_a_trainer_state_the_loader_reads(tiny_run):
 def test_tiny_trl_run_is_reproducible(tiny_run, tmp_path, monkeypatch):
     """The same configuration on the same base gives the same curves."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from evalstop_gym.corpus.generators.trl.run import run_trl
+    from evalstop_corpora.trl.run import run_trl
 
     config, out, trace = tiny_run
     again = run_trl(config, out.parent / "base", tmp_path / "again")
@@ -204,9 +204,9 @@ def test_corpus_generation_resumes_from_finished_folders(tiny_run, tmp_path, mon
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     import shutil
 
+    from evalstop_corpora.trl.generate import TRACES_FILE, generate_trl_corpus
+    from evalstop_corpora.trl.world import BaseRecipe
     from evalstop_gym.corpus import read_traces
-    from evalstop_gym.corpus.generators.trl.generate import TRACES_FILE, generate_trl_corpus
-    from evalstop_gym.corpus.generators.trl.world import BaseRecipe
 
     config, out, trace = tiny_run
     shutil.copytree(out.parent / "base", tmp_path / "base")

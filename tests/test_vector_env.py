@@ -99,7 +99,7 @@ def test_sb3_adapter_same_step_autoreset_and_ppo_learns_a_step() -> None:
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import VecMonitor
 
-    from baselines.native_vec import NativeVecEnv
+    from baselines.training.native_vec import NativeVecEnv
 
     venv = NativeVecEnv(2, seed=3, **KW)
     obs = venv.reset()

@@ -1,10 +1,12 @@
-"""The curve corpus: training curves of real runs, their format, loaders, analysis and generators.
+"""The curve corpus: training curves of real runs, their format, loaders and analysis.
 
 * :mod:`~evalstop_gym.corpus.format` — :class:`CurveTrace` and its JSONL file (numpy only);
 * :mod:`~evalstop_gym.corpus.loaders` — TRL ``trainer_state.json`` and OpenRLHF logs;
 * :mod:`~evalstop_gym.corpus.analysis` — the hacking label, peak position, resampling, Gao fit;
-* :mod:`~evalstop_gym.corpus.generators` — programs that *make* corpora (torch; imported only
-  on demand, never by the simulator or the environment).
+* :mod:`~evalstop_gym.corpus.packaged` — the corpora shipped as package data.
+
+The programs that *make* corpora (torch, TRL) are the top-level package
+:mod:`evalstop_corpora`, which imports this one and never the reverse.
 """
 
 from __future__ import annotations

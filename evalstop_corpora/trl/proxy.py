@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from evalstop_gym.corpus.generators.trl.world import COMPLETION_WORDS, WORDS, gold_reward
+from evalstop_corpora.trl.world import COMPLETION_WORDS, WORDS, gold_reward
 
 #: Largest number of preference pairs in one proxy-training step.
 PROXY_BATCH = 1024

@@ -1,6 +1,6 @@
 """Generate a corpus of micro-RLHF runs in parallel, and fit Gao et al.'s law to a corpus.
 
-Command line (wired into ``evalstop-gym curves``; also ``python -m evalstop_gym.corpus.generators.micro_rlhf``)::
+Command line (wired into ``evalstop-gym curves``; also ``python -m evalstop_corpora.micro_rlhf``)::
 
     evalstop-gym curves generate --runs 252 --out runs/curves [--seed 0] [--workers 2]
                                  [--backend local|ray] [--address HOST:PORT]
@@ -10,8 +10,9 @@ Sweep grid (:data:`SWEEP_GRID`, 7 x 3 x 4 x 3 = 252 cells): proxy preference pai
 in {16, 32, 64, 128, 256, 1024, 4096}, proxy hidden width ``proxy_hidden`` in {0 (linear), 8,
 64}, KL penalty ``kl_beta`` in {0, 0.03, 0.1, 0.3}, policy learning rate ``lr`` in {5e-4, 1e-3,
 2e-3}. Run ``i`` of a corpus with seed ``S`` takes cell ``perm[i % 252]`` of a permutation drawn
-from ``S`` and run seed ``S * 100_000 + i``, so 252 runs cover the grid exactly once and every
-run of every corpus has its own seed.
+from ``S`` and run seed ``S * 100_000 + i`` (:func:`evalstop_corpora.grid.grid_runs`, the rule
+of both generators), so 252 runs cover the grid exactly once and every run of every corpus has
+its own seed.
 
 This module imports torch only inside the functions that run training, so building the CLI
 parser stays cheap.
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
-import itertools
 import json
 import os
 import sys
@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from evalstop_corpora import generate_and_report
+from evalstop_corpora.grid import grid_runs
 from evalstop_gym.corpus import (
     CurveTrace,
     CurveTraceError,
@@ -42,15 +44,14 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
-from evalstop_gym.corpus.generators import generate_and_report
 from evalstop_gym.fileio import atomic_open, atomic_savefig, atomic_write
 from evalstop_gym.parallel import Executor
 
 if TYPE_CHECKING:
-    from evalstop_gym.corpus.generators.micro_rlhf.train import MicroRLHFConfig
+    from evalstop_corpora.micro_rlhf.train import MicroRLHFConfig
 
 #: The swept hyperparameters and their values (see module docstring).
-SWEEP_GRID: dict[str, tuple[float, ...]] = {
+SWEEP_GRID: dict[str, tuple[int, ...] | tuple[float, ...]] = {
     "n_pairs": (16, 32, 64, 128, 256, 1024, 4096),
     "proxy_hidden": (0, 8, 64),
     "kl_beta": (0.0, 0.03, 0.1, 0.3),
@@ -67,29 +68,21 @@ def sweep_configs(n_runs: int, seed: int = 0, **overrides: Any) -> list[MicroRLH
         n_runs: Number of runs.
         seed: Corpus seed (cell order and run seeds).
         **overrides: Other :class:`MicroRLHFConfig` fields, the same for every run (e.g. a
-            shorter ``steps`` for tests).
+            shorter ``steps`` for tests); a swept field given here replaces the grid's value
+            (:func:`~evalstop_corpora.grid.grid_runs`).
 
     Returns:
         One config per run, in run order.
     """
-    from evalstop_gym.corpus.generators.micro_rlhf.train import MicroRLHFConfig
+    from evalstop_corpora.micro_rlhf.train import MicroRLHFConfig
 
-    if n_runs < 0:
-        raise ValueError(f"n_runs must be >= 0, got {n_runs}")
-    cells = list(itertools.product(*SWEEP_GRID.values()))
-    perm = np.random.default_rng(seed).permutation(len(cells))
-    configs = []
-    for i in range(n_runs):
-        cell = dict(zip(SWEEP_GRID, cells[perm[i % len(cells)]], strict=True))
-        cell["n_pairs"] = int(cell["n_pairs"])
-        cell["proxy_hidden"] = int(cell["proxy_hidden"])
-        configs.append(MicroRLHFConfig(seed=seed * 100_000 + i, **cell, **overrides))
-    return configs
+    runs = grid_runs(SWEEP_GRID, n_runs, seed, overrides)
+    return [MicroRLHFConfig(seed=run_seed, **fields) for run_seed, fields in runs]
 
 
 def _run_one(config: MicroRLHFConfig) -> tuple[CurveTrace, float]:
     """Worker body: one run and its wall-clock time (kept out of the trace: it is not seeded)."""
-    from evalstop_gym.corpus.generators.micro_rlhf.train import run_micro_rlhf
+    from evalstop_corpora.micro_rlhf.train import run_micro_rlhf
 
     started = time.perf_counter()
     trace = run_micro_rlhf(config)
@@ -371,7 +364,7 @@ def run(args: argparse.Namespace) -> int:
     """
     out = Path(args.out)
     if args.curves_command == "generate" and getattr(args, "source", "micro") == "trl":
-        from evalstop_gym.corpus.generators.trl.generate import run_cli
+        from evalstop_corpora.trl.generate import run_cli
 
         return run_cli(args)
     if args.curves_command == "generate":
@@ -393,7 +386,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m evalstop_gym.corpus.generators.micro_rlhf {generate,fit} ...``.
+    """Stand-alone entry point: ``python -m evalstop_corpora.micro_rlhf {generate,fit} ...``.
 
     Args:
         argv: Arguments (default: ``sys.argv[1:]``).

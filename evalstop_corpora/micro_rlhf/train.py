@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from evalstop_gym.corpus import CurveTrace, label_hacking
-from evalstop_gym.corpus.generators.micro_rlhf.model import (
+from evalstop_corpora.micro_rlhf.model import (
     LENGTH,
     VOCAB,
     Policy,
@@ -26,6 +25,7 @@ from evalstop_gym.corpus.generators.micro_rlhf.model import (
     gold_reward,
     pretrained_state,
 )
+from evalstop_gym.corpus import CurveTrace, label_hacking
 
 #: Largest number of preference pairs in one proxy-training step.
 PROXY_BATCH = 1024

@@ -14,13 +14,12 @@ Sweep grid (:data:`TRL_GRID`, 4 x 3 x 2 x 2 = 48 cells): GRPO's KL coefficient `
 {0, 0.05, 0.2, 0.5}, preference pairs ``n_pairs`` in {128, 512, 2048}, proxy width
 ``proxy_hidden`` in {0 (linear), 32}, policy learning rate ``lr`` in {1.5e-4, 3e-4}. Run ``i`` of
 a corpus with seed ``S`` takes cell ``perm[i % 48]`` of a permutation drawn from ``S`` and run
-seed ``S * 100_000 + i``: 48 runs cover the grid once.
+seed ``S * 100_000 + i`` (:func:`evalstop_corpora.grid.grid_runs`): 48 runs cover the grid once.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import os
 import time
@@ -29,14 +28,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from evalstop_corpora import generate_and_report
+from evalstop_corpora.grid import grid_runs
 from evalstop_gym.corpus.format import CurveTrace, write_traces
-from evalstop_gym.corpus.generators import generate_and_report
 from evalstop_gym.parallel import Executor
 
 #: The swept hyperparameters and their values (see module docstring).
-TRL_GRID: dict[str, tuple[float, ...]] = {
+TRL_GRID: dict[str, tuple[int, ...] | tuple[float, ...]] = {
     "beta": (0.0, 0.05, 0.2, 0.5),
     "n_pairs": (128, 512, 2048),
     "proxy_hidden": (0, 32),
@@ -56,25 +54,15 @@ def trl_specs(n_runs: int, seed: int = 0, **overrides: Any) -> list[Any]:
         n_runs: Number of runs (>= 0).
         seed: Corpus seed (cell order and run seeds).
         **overrides: :class:`~.run.TRLRunConfig` fields, the same for every run (a swept
-            field given here replaces the grid's value).
+            field given here replaces the grid's value: :func:`~evalstop_corpora.grid.grid_runs`).
 
     Returns:
         One :class:`~.run.TRLRunConfig` per run, in run order.
     """
-    from evalstop_gym.corpus.generators.trl.run import TRLRunConfig
+    from evalstop_corpora.trl.run import TRLRunConfig
 
-    if n_runs < 0:
-        raise ValueError(f"n_runs must be >= 0, got {n_runs}")
-    cells = list(itertools.product(*TRL_GRID.values()))
-    perm = np.random.default_rng(seed).permutation(len(cells))
-    specs = []
-    for i in range(n_runs):
-        beta, n_pairs, hidden, lr = cells[perm[i % len(cells)]]
-        cell = {"beta": float(beta), "n_pairs": int(n_pairs), "proxy_hidden": int(hidden)}
-        cell["lr"] = float(lr)
-        # Overrides win over the grid (the quick corpus fixes lr).
-        specs.append(TRLRunConfig(seed=seed * 100_000 + i, **{**cell, **overrides}))
-    return specs
+    runs = grid_runs(TRL_GRID, n_runs, seed, overrides)
+    return [TRLRunConfig(seed=run_seed, **fields) for run_seed, fields in runs]
 
 
 def run_spec(spec: Any, base_dir: str, runs_dir: str) -> tuple[CurveTrace, float, bool]:
@@ -88,7 +76,7 @@ def run_spec(spec: Any, base_dir: str, runs_dir: str) -> tuple[CurveTrace, float
     Returns:
         ``(trace, process CPU seconds, reused)``.
     """
-    from evalstop_gym.corpus.generators.trl.run import run_trl, trace_of
+    from evalstop_corpora.trl.run import run_trl, trace_of
 
     out = Path(runs_dir) / spec.run_id()
     state, saved = out / "trainer_state.json", out / "run_config.json"
@@ -136,7 +124,7 @@ def generate_trl_corpus(
     """
     from tqdm.auto import tqdm
 
-    from evalstop_gym.corpus.generators.trl.world import build_base
+    from evalstop_corpora.trl.world import build_base
 
     executor = executor or Executor(backend, workers, address)
     if not specs:

@@ -31,7 +31,7 @@ import numpy as np
 
 from evalstop_gym.envs.wrappers import WINDOW_FIELDS, PadWindow, pad_observation
 
-#: The regimes and noise levels of the default mixture (issue 11, E9).
+#: The regimes and noise levels of the default mixture (E9).
 DEFAULT_CALIBRATIONS: tuple[str, ...] = ("paper", "realistic", "hard")
 DEFAULT_SIGMAS: tuple[float, ...] = (0.02, 0.05, 0.12)
 #: The eval window of E9's models: the others' 20 checkpoints; ``paper`` (10) is padded to it.

@@ -1,16 +1,22 @@
-"""A learned stopper with Stable-Baselines3 (the command line: ``evalstop_cli.train``).
+"""Train a learned stopper with Stable-Baselines3 (the command line: ``evalstop_cli.train``).
 
-Hyperparameters and defaults come from the RL Zoo files ``hyperparams/<algo>.yml``.
-Vectorised training (``make_vec_env``, ``--n-envs``), ``Monitor`` with the
-episode metrics as info keywords, periodic evaluation (``EvalCallback``), a
-progress bar, TensorBoard logs when tensorboard is installed, fixed seeds.
-The model file is SB3's zip plus the metadata :class:`baselines.Learned` needs.
+A run's settings are one :class:`TrainConfig`; ``train(config)`` runs it. Hyperparameters
+and defaults come from the RL Zoo files ``baselines/hyperparams/<algo>.yml``
+(:mod:`baselines.training.zoo`). Vectorised training (``make_vec_env``, ``n_envs``),
+``Monitor`` with the episode metrics as info keywords, periodic evaluation
+(``EvalCallback``), a progress bar, TensorBoard logs when tensorboard is installed, fixed
+seeds. The model file is SB3's zip plus the metadata :class:`baselines.Learned` needs.
+
+    from baselines.training import TrainConfig, train
+
+    result = train(TrainConfig(out="models/dqn.zip", algo="dqn", timesteps=300_000))
+    result = train("models/dqn.zip", algo="dqn", timesteps=300_000)  # the same run
 """
 
 from __future__ import annotations
 
-import ast
 import copy
+import dataclasses
 import functools
 import os
 import time
@@ -21,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from evalstop_gym.envs import EvalStopEnv
-from evalstop_gym.fileio import atomic_savefig, write_hash_record
+from evalstop_gym.fileio import write_hash_record
 
-from .learned import ALGO_CLASSES, RECURRENT_ALGOS, _algo, write_meta
+from ..learned import RECURRENT_ALGOS, algo_class, write_meta
+from .zoo import ENV_WRAPPERS, check_algo, load_hyperparams, load_zoo_config
 
 #: Episode metrics Monitor writes to its CSV at the end of each episode.
 MONITOR_KEYWORDS = (
@@ -34,52 +41,84 @@ MONITOR_KEYWORDS = (
     "fpr",
     "mean_delivered_quality",
 )
-
-#: RL Zoo hyperparameter files, one per algorithm: the single source of the settings.
-HYPERPARAMS_DIR = Path(__file__).with_name("hyperparams")
-ALGOS: tuple[str, ...] = tuple(ALGO_CLASSES)
-#: Keys of a zoo file that are not keyword arguments of the SB3 algorithm.
-ZOO_KEYS = ("n_envs", "n_timesteps", "policy", "env_kwargs", "env_wrapper")
-#: Training-env wrappers a zoo file may name (``env_wrapper``), by RL Zoo's dotted path.
-ENV_WRAPPERS: tuple[str, ...] = ("evalstop_gym.envs.wrappers.JobEpisodes",)
-#: The environment id the zoo files configure.
-ZOO_ENV_ID = "EvalStop-v0"
+#: Evaluation episodes are seeded this far from the training seed (and the test seeds).
+EVAL_SEED_OFFSET = 10_000
+#: The observation a model gets: ``multi`` (MultiInputPolicy on the Dict) or ``mlp``
+#: (MlpPolicy on FlattenObservation).
+POLICIES = ("multi", "mlp")
+#: Training vector envs: ``dummy`` (SB3's, over N wrapped envs) or ``native`` (N simulators
+#: batched in one process, :mod:`baselines.training.native_vec`).
+VECS = ("dummy", "native")
 
 
-def load_zoo_config(algo: str) -> dict[str, Any]:
-    """The ``EvalStop-v0`` entry of ``hyperparams/<algo>.yml``, ``policy_kwargs`` as a dict.
+@dataclass(frozen=True)
+class TrainConfig:
+    """The settings of one training run, each field documented where it is declared.
 
-    RL Zoo writes ``policy_kwargs`` as Python source (``"dict(net_arch=[64, 64])"``);
-    it is read here as literals only, never evaluated.
+    ``timesteps``, ``n_envs``, the training environment's arguments and the algorithm's
+    hyperparameters default to ``baselines/hyperparams/<algo>.yml``; ``env_kwargs`` and
+    ``hyperparams`` override them key by key. Invalid values fail here, naming the field.
     """
-    import yaml
 
-    if algo not in ALGOS:
-        raise ValueError(f"algo={algo!r} is not allowed: one of {list(ALGOS)}")
-    path = HYPERPARAMS_DIR / f"{algo}.yml"
-    with open(path) as fh:
-        conf = dict(yaml.safe_load(fh)[ZOO_ENV_ID])
-    if isinstance(conf.get("policy_kwargs"), str):
-        conf["policy_kwargs"] = _literal_dict_call(conf["policy_kwargs"], path)
-    return conf
+    out: str | Path
+    """Model file to write (``.zip`` is added if missing); logs go to the folder of that name."""
+    algo: str = "ppo"
+    """SB3 algorithm: a key of :data:`baselines.learned.ALGO_CLASSES` (``ppo``, ``dqn``, ...)."""
+    timesteps: int | None = None
+    """Training budget in env steps (None: the zoo file's ``n_timesteps``)."""
+    n_envs: int | None = None
+    """Parallel training envs (None: the zoo file's ``n_envs``)."""
+    seed: int = 0
+    """Seed of the model and the training envs; evaluation is seeded :data:`EVAL_SEED_OFFSET`
+    away."""
+    policy: str = "multi"
+    """``multi`` (MultiInputPolicy on the Dict observation) or ``mlp`` (MlpPolicy, flattened)."""
+    env_kwargs: dict[str, Any] | None = None
+    """``EvalStop-v0`` arguments over the zoo file's ``env_kwargs``."""
+    eval_freq: int = 20_000
+    """Training timesteps between periodic evaluations."""
+    eval_episodes: int = 8
+    """Cluster episodes per periodic evaluation (a recurrent model plays as many jobs)."""
+    progress: bool = True
+    """Show a progress bar (when rich and tqdm are installed)."""
+    tensorboard: str | None = None
+    """TensorBoard log folder (None: ``<out folder>/tb`` when tensorboard is installed)."""
+    subproc: bool = False
+    """Run the training envs in subprocesses (SubprocVecEnv) instead of one (DummyVecEnv)."""
+    label: str | None = None
+    """Free text recorded in the model's metadata."""
+    verbose: int = 0
+    """SB3's verbosity."""
+    hyperparams: dict[str, Any] | None = None
+    """SB3 keyword arguments over the zoo file's; ``{"env_wrapper": None}`` trains on whole
+    cluster episodes instead of the zoo file's per-job episodes."""
+    keep_best: bool = True
+    """Save the model that scored best in the periodic evaluations (validation episodes,
+    seeded apart from the seeds ``baselines.evaluate`` and ``reproduce`` test on), not merely
+    the last one: value-based learners like DQN keep oscillating after they have learned."""
+    vec: str = "dummy"
+    """``dummy`` (SB3's vector env over N wrapped envs) or ``native`` (N simulators batched in
+    one process, :class:`baselines.training.native_vec.NativeVecEnv`)."""
+    make_base_env: Any = None
+    """A picklable ``() -> env`` (e.g. a ``functools.partial`` of
+    :class:`baselines.training.domain_random.DomainRandomised`) that replaces the training
+    envs' ``EvalStop-v0`` (the zoo wrapper still wraps it) and the periodic evaluation's;
+    ``env_kwargs`` then only gives the observation the model records."""
 
-
-def _literal_dict_call(text: str, path: Path) -> dict[str, Any]:
-    """``"dict(a=1, b=[2])"`` -> ``{"a": 1, "b": [2]}``; anything else is refused."""
-    node = ast.parse(text, mode="eval").body
-    if not (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "dict"
-        and not node.args
-    ):
-        raise ValueError(f"{path}: policy_kwargs={text!r} is not allowed: dict(key=literal, ...)")
-    return {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
-
-
-def load_hyperparams(algo: str) -> dict[str, Any]:
-    """The SB3 keyword arguments of ``algo`` (its zoo file without the zoo-only keys)."""
-    return {k: v for k, v in load_zoo_config(algo).items() if k not in ZOO_KEYS}
+    def __post_init__(self) -> None:
+        """Refuse an unknown algorithm, policy or vector env and a budget below one."""
+        check_algo(self.algo)
+        if self.policy not in POLICIES:
+            raise ValueError(
+                f"policy={self.policy!r} is not allowed: 'multi' (Dict obs) or 'mlp' (flattened)"
+            )
+        if self.vec not in VECS:
+            raise ValueError(f"vec={self.vec!r} is not allowed: one of {list(VECS)}")
+        for name in ("timesteps", "n_envs"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(
+                    f"timesteps={self.timesteps} and n_envs={self.n_envs} must be >= 1"
+                )
 
 
 @dataclass
@@ -95,119 +134,130 @@ class TrainResult:
 
 
 def train(
-    out: str | Path,
-    *,
-    algo: str = "ppo",
-    timesteps: int | None = None,
-    n_envs: int | None = None,
-    seed: int = 0,
-    policy: str = "multi",
-    env_kwargs: dict[str, Any] | None = None,
-    eval_freq: int = 20_000,
-    eval_episodes: int = 8,
-    progress: bool = True,
-    tensorboard: str | None = None,
-    subproc: bool = False,
-    label: str | None = None,
-    verbose: int = 0,
-    hyperparams: dict[str, Any] | None = None,
-    keep_best: bool = True,
-    vec: str = "dummy",
-    make_base_env: Any = None,
+    config: TrainConfig | str | os.PathLike[str] | None = None, /, **fields: Any
 ) -> TrainResult:
-    """Train a stopper on EvalStop-v0 and save it to ``out`` (a .zip).
+    """Train a stopper on EvalStop-v0 as ``config`` says and save it to ``config.out``.
 
-    ``timesteps``, ``n_envs``, the training environment's arguments and the
-    algorithm's hyperparameters default to ``hyperparams/<algo>.yml``;
-    ``env_kwargs`` and ``hyperparams`` override them key by key.
+    ``train(config)`` runs a :class:`TrainConfig`; ``train(out, algo=..., ...)`` (or
+    ``train(out=..., ...)``) builds one from its fields first, and ``fields`` given beside a
+    config replace its values.
 
-    With ``keep_best`` (default) the saved model is the one that scored best in
-    the periodic evaluations (validation episodes, seeded apart from the seeds
-    ``baselines.evaluate`` and ``reproduce`` test on), not merely the last one:
-    value-based learners like DQN keep oscillating after they have learned.
-
-    ``make_base_env`` (a picklable ``() -> env``, e.g. a ``functools.partial`` of
-    :class:`baselines.domain_random.DomainRandomised`) replaces the training
-    envs' ``EvalStop-v0`` (the zoo wrapper still wraps it) and the periodic
-    evaluation's; ``env_kwargs`` then only gives the observation the model records.
+    Returns:
+        The model file, the budget trained, the time it took and the learning curve.
     """
     import torch
 
-    zoo = load_zoo_config(algo)
-    timesteps = int(zoo["n_timesteps"]) if timesteps is None else timesteps
-    n_envs = int(zoo["n_envs"]) if n_envs is None else n_envs
-    _check_args(policy, timesteps, n_envs)
+    config = _as_config(config, fields)
+    zoo = load_zoo_config(config.algo)
+    config = dataclasses.replace(
+        config,
+        timesteps=int(zoo["n_timesteps"]) if config.timesteps is None else config.timesteps,
+        n_envs=int(zoo["n_envs"]) if config.n_envs is None else config.n_envs,
+        env_kwargs={**zoo.get("env_kwargs", {}), **(config.env_kwargs or {})},
+    )
     torch.set_num_threads(1)
-    env_kwargs = {**zoo.get("env_kwargs", {}), **(env_kwargs or {})}
-    out, log_dir = _output_paths(out)
-    flatten = policy == "mlp"
-    hp = {**load_hyperparams(algo), **(hyperparams or {})}
+    # One env built only to read the task's config and spaces.
+    probe = EvalStopEnv(**config.env_kwargs)
+    out, log_dir = _output_paths(config.out)
+    flatten = config.policy == "mlp"
+    hp = {**load_hyperparams(config.algo), **(config.hyperparams or {})}
     # ``{"env_wrapper": null}`` in the overrides trains on whole cluster episodes.
-    wrapper = _env_wrapper(hp.pop("env_wrapper", zoo.get("env_wrapper")), vec)
-    recurrent = _check_recurrent(algo, wrapper, env_kwargs)
+    wrapper = _env_wrapper(hp.pop("env_wrapper", zoo.get("env_wrapper")), config.vec)
+    recurrent = _check_recurrent(config.algo, wrapper, probe)
     venv, eval_env = _make_envs(
-        env_kwargs,
-        n_envs,
-        seed,
+        config.env_kwargs,
+        config.n_envs,
+        config.seed,
         flatten,
-        subproc,
+        config.subproc,
         log_dir,
-        vec=vec,
+        vec=config.vec,
         wrapper=wrapper,
-        make_base=make_base_env,
+        make_base=config.make_base_env,
         eval_wrapped=recurrent,
     )
+    eval_episodes = config.eval_episodes
     if recurrent:  # as many evaluation jobs as whole cluster episodes would hold
-        eval_episodes *= EvalStopEnv(**env_kwargs).config.resolved_workload().n_jobs
-    model = _make_model(algo, hp, venv, seed, flatten, verbose, tensorboard, log_dir)
+        eval_episodes *= probe.config.resolved_workload().n_jobs
+    model = _make_model(
+        config.algo, hp, venv, config.seed, flatten, config.verbose, config.tensorboard, log_dir
+    )
+    eval_seed = config.seed + EVAL_SEED_OFFSET
     callback = _eval_callback(
-        eval_env, seed + EVAL_SEED_OFFSET, eval_freq, n_envs, eval_episodes, log_dir, keep_best
+        eval_env,
+        eval_seed,
+        config.eval_freq,
+        config.n_envs,
+        eval_episodes,
+        log_dir,
+        config.keep_best,
     )
     t0 = time.perf_counter()
     model.learn(
-        total_timesteps=timesteps, callback=callback, progress_bar=progress and _has_progress_bar()
+        total_timesteps=config.timesteps,
+        callback=callback,
+        progress_bar=config.progress and _has_progress_bar(),
     )
     seconds = time.perf_counter() - t0
     trained_steps = int(model.num_timesteps)
     # Written under a temporary name and renamed once complete (model and record), so an
     # interrupted run never leaves a half-written model at ``out``.
     tmp_out = out.with_name(f".{out.stem}.tmp.zip")
-    model, selected_best = _save_selected(model, algo, log_dir, keep_best, tmp_out)
+    model, selected_best = _save_selected(model, config.algo, log_dir, config.keep_best, tmp_out)
     curve = _learning_curve(log_dir / "evaluations.npz")
-    probe = EvalStopEnv(**env_kwargs)
     # A custom base env (e.g. a padded mixture) may observe more than env_kwargs' env.
-    space = probe.observation_space if make_base_env is None else make_base_env().observation_space
-    ref = _evalstop_reference(eval_env, seed + EVAL_SEED_OFFSET, space, flatten, eval_episodes)
+    space = (
+        probe.observation_space
+        if config.make_base_env is None
+        else config.make_base_env().observation_space
+    )
+    ref = _evalstop_reference(eval_env, eval_seed, space, flatten, eval_episodes)
     write_meta(
         tmp_out,
         {
             **_observation_meta(space, probe.window, flatten),
-            "algo": algo,
-            "policy": policy,
-            "env_kwargs": env_kwargs,
+            "algo": config.algo,
+            "policy": config.policy,
+            "env_kwargs": config.env_kwargs,
             "timesteps": trained_steps,
             "selected": "best periodic evaluation" if selected_best else "last",
             "selected_at": _best_step(curve) if selected_best else trained_steps,
             "train_seconds": seconds,
-            "seed": seed,
-            "n_envs": n_envs,
+            "seed": config.seed,
+            "n_envs": config.n_envs,
             "env_wrapper": wrapper,
-            "train_env": None if make_base_env is None else repr(make_base_env),
+            "train_env": None if config.make_base_env is None else repr(config.make_base_env),
             "eval_episodes": "job" if recurrent else "cluster",
             "hyperparams": hp,
-            "label": label,
+            "label": config.label,
             "learning_curve": curve,
             "evalstop_reference": ref,
         },
     )
+    _publish(tmp_out, out)
+    venv.close()
+    eval_env.close()
+    return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve, model)
+
+
+def _as_config(
+    config: TrainConfig | str | os.PathLike[str] | None, fields: dict[str, Any]
+) -> TrainConfig:
+    """``config`` itself, with ``fields`` replacing its values, or a config built of ``fields``."""
+    if isinstance(config, TrainConfig):
+        return dataclasses.replace(config, **fields) if fields else config
+    if config is None:
+        return TrainConfig(**fields)
+    return TrainConfig(config, **fields)
+
+
+def _publish(tmp_out: Path, out: Path) -> None:
+    """Move the finished model file into place and record its hash."""
     with open(tmp_out, "rb+") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp_out, out)
     # Loading a model runs pickled code: record its hash so that only this file is loaded.
     write_hash_record(out)
-    venv.close()
-    eval_env.close()
-    return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve, model)
 
 
 def _save_selected(
@@ -217,25 +267,12 @@ def _save_selected(
     best = log_dir / "best_model.zip"
     selected_best = keep_best and best.exists()
     if selected_best:
-        model = _algo(algo).load(best, device="cpu")
+        model = algo_class(algo).load(best, device="cpu")
     model.save(out)
     return model, selected_best
 
 
-#: Evaluation episodes are seeded this far from the training seed (and the test seeds).
-EVAL_SEED_OFFSET = 10_000
-
-
-def _check_args(policy: str, timesteps: int, n_envs: int) -> None:
-    if policy not in ("multi", "mlp"):
-        raise ValueError(
-            f"policy={policy!r} is not allowed: 'multi' (Dict obs) or 'mlp' (flattened)"
-        )
-    if timesteps < 1 or n_envs < 1:
-        raise ValueError(f"timesteps={timesteps} and n_envs={n_envs} must be >= 1")
-
-
-def _check_recurrent(algo: str, wrapper: str | None, env_kwargs: dict[str, Any]) -> bool:
+def _check_recurrent(algo: str, wrapper: str | None, probe: EvalStopEnv) -> bool:
     """True for a recurrent algorithm, once its training setup keeps one job per LSTM thread.
 
     Its LSTM state is one job's memory, so it trains on per-job episodes, and
@@ -246,7 +283,6 @@ def _check_recurrent(algo: str, wrapper: str | None, env_kwargs: dict[str, Any])
         return False
     if wrapper is None:
         raise ValueError(f"algo={algo!r} needs env_wrapper={ENV_WRAPPERS[0]!r} (per-job episodes)")
-    probe = EvalStopEnv(**env_kwargs)
     k = probe.config.resolved_calibration().evals_per_job
     if probe.window < k or "evals" not in probe.obs_fields:
         raise ValueError(
@@ -282,7 +318,7 @@ def _make_envs(
     """The training vector env (with Monitor logs) and the one-env evaluation vector env.
 
     ``vec="native"`` trains on N simulators batched in one process
-    (:mod:`baselines.native_vec`) instead of N wrapped envs.  ``wrapper``
+    (:mod:`baselines.training.native_vec`) instead of N wrapped envs.  ``wrapper``
     (:data:`ENV_WRAPPERS`) wraps the training envs, and the evaluation env only
     with ``eval_wrapped`` (a recurrent model, whose state SB3's evaluation would
     carry across a cluster episode's interleaved jobs): otherwise the periodic
@@ -344,7 +380,7 @@ def _make_model(
         except ImportError:
             tensorboard = None
     lstm = "Lstm" if algo in RECURRENT_ALGOS else ""
-    return _algo(algo)(
+    return algo_class(algo)(
         f"Mlp{lstm}Policy" if flatten else f"MultiInput{lstm}Policy",
         venv,
         seed=seed,
@@ -385,7 +421,7 @@ def _evalstop_reference(
     """EvalStop(k=2)'s return on the very episodes every evaluation used (NaN without its field)."""
     from stable_baselines3.common.evaluation import evaluate_policy
 
-    from .policies import EvalStop
+    from ..policies import EvalStop
 
     if "consecutive_declines" not in dict_space.spaces:
         return float("nan")
@@ -503,32 +539,3 @@ def _learning_curve(npz: Path) -> list[tuple[int, float, float]]:
         (int(t), float(np.mean(r)), float(np.std(r)))
         for t, r in zip(data["timesteps"], data["results"])
     ]
-
-
-def plot_learning_curves(
-    curves: dict[str, list[tuple[int, float, float]]],
-    path: Path,
-    refs: dict[str, float] | None = None,
-) -> Path:
-    """Plot evaluation return against timesteps per model, with reference lines; to ``path``."""
-    from matplotlib.figure import Figure  # no pyplot: the caller's backend stays as it is
-
-    fig = Figure(figsize=(7, 4), constrained_layout=True)
-    ax = fig.subplots()
-    for name, curve in curves.items():
-        if not curve:
-            continue
-        t, m, s = (np.array(x) for x in zip(*curve))
-        ax.plot(t, m, marker="o", ms=3, label=name)
-        ax.fill_between(t, m - s, m + s, alpha=0.15)
-    for name, v in (refs or {}).items():
-        if v is not None and np.isfinite(v):
-            ax.axhline(v, ls="--", lw=1, color="grey")
-            ax.annotate(name, (ax.get_xlim()[0], v), fontsize=7, va="bottom", color="grey")
-    ax.set_xlabel("training timesteps")
-    ax.set_ylabel("evaluation return (utility)")
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    ax.set_title("Learned stoppers: learning curves (periodic evaluation)")
-    return atomic_savefig(fig, path, dpi=110)

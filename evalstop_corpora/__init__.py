@@ -1,7 +1,11 @@
 """Programs that make curve corpora by running real (small) RLHF training.
 
-They need torch, so nothing in :mod:`evalstop_gym` imports them; they depend on
-:mod:`evalstop_gym.corpus.format`, never the reverse.
+* :mod:`evalstop_corpora.micro_rlhf` — micro-RLHF runs in plain torch (the ``curves`` CLI);
+* :mod:`evalstop_corpora.trl` — the same set-up trained by TRL's ``GRPOTrainer`` (the ``trl``
+  extra).
+
+They need torch, so they live outside :mod:`evalstop_gym`, which never imports them; they
+write corpora in :mod:`evalstop_gym.corpus`'s format and read them with its loaders.
 """
 
 from __future__ import annotations

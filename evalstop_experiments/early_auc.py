@@ -1,6 +1,6 @@
 """Early-eval AUC: how much a run's first evals say about whether it will hack.
 
-Defined once and used everywhere (issue 10, docs/CALIBRATION.md): over RLHF
+Defined once and used everywhere (docs/CALIBRATION.md): over RLHF
 runs only, a logistic regression on the observed evals at declared progress
 <= ``max_progress`` (0.1, and 0.2) predicts the hack label; its area under the
 ROC curve is measured by 5-fold stratified cross-validation (out-of-fold
@@ -11,7 +11,8 @@ excluded: it is the same model for every run).
 
 An AUC near 0.5 means the first evals do not identify the label, so a stopper
 must detect the decline itself; near 1, a "first evals look like hacking ->
-stop" rule is enough.  NumPy and SciPy only.
+stop" rule is enough.  NumPy, SciPy and the simulator (it draws the simulated
+regimes), so it lives in the experiments layer, not in :mod:`evalstop_gym.corpus`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import optimize, stats
 
-from .format import CurveTrace
+from evalstop_gym import SimConfig, Simulator
+from evalstop_gym.corpus.format import CurveTrace
+from evalstop_gym.sim.workloads import RLHF
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -79,10 +82,6 @@ def sim_early_features(
 
     Jobs are drawn by the simulator of the heavy-RLHF workload (200 jobs per seed).
     """
-    from ..sim.config import SimConfig
-    from ..sim.engine import Simulator
-    from ..sim.workloads import RLHF
-
     cfg = SimConfig(calibration=calibration, eval_noise=eval_noise)
     true, obs, lab = [], [], []
     for s in seeds:

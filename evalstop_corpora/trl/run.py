@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
-from evalstop_gym.corpus.format import CurveTrace
-from evalstop_gym.corpus.generators.trl.world import (
+from evalstop_corpora.trl.world import (
     COMPLETION_WORDS,
     PROMPT_WORDS,
     SPECIALS,
@@ -41,6 +40,7 @@ from evalstop_gym.corpus.generators.trl.world import (
     sample_chain,
     word_ids,
 )
+from evalstop_gym.corpus.format import CurveTrace
 from evalstop_gym.corpus.loaders import load_trl_trainer_state
 
 #: Keys of :func:`load_trl_trainer_state` that read a run's ``trainer_state.json``.
@@ -230,7 +230,7 @@ class GoldEvalCallback(TrainerCallback):
 
 def _proxy_for(config: TRLRunConfig, base: Any) -> Any:
     """Preference pairs from the base model, gold labels, Bradley-Terry proxy."""
-    from evalstop_gym.corpus.generators.trl.proxy import label_pairs, train_proxy
+    from evalstop_corpora.trl.proxy import label_pairs, train_proxy
 
     prompts = _prompt_ids(config.n_pairs, seed=config.seed * 7919 + 2)
     a = word_ids(sample_completions(base, prompts, seed=config.seed * 7919 + 3))
