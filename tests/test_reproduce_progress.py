@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from evalstop_experiments.experiments import build_cells
@@ -146,12 +147,29 @@ def test_quick_corpus_is_shipped_hash_checked(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_quick_corpus_is_what_the_generator_makes() -> None:
-    """Its first run regenerated from its recorded seed gives the shipped trace, bit for bit."""
+    """Its first run regenerated from its recorded seed gives the shipped trace.
+
+    Bit for bit on a CPU like the one that wrote it (AVX-512); elsewhere torch's float32
+    kernels differ in the last bits (seen: 1e-7 on the evals, 1e-6 on the loss), so the
+    run must match to float32 precision, with the same steps, label and metadata.
+    """
     pytest.importorskip("torch")
+    from golden_episodes import float_kernels
+
     from evalstop_corpora.micro_rlhf.generate import _run_one, sweep_configs
     from evalstop_gym.corpus.packaged import load_corpus, sidecar
 
     meta = sidecar(QUICK_CORPUS)
     config = sweep_configs(meta["runs"], meta["seed"])[0]
     trace, _ = _run_one(config)
-    assert trace == load_corpus(QUICK_CORPUS)[0]
+    shipped = load_corpus(QUICK_CORPUS)[0]
+    if float_kernels() == "avx512":
+        assert trace == shipped
+        return
+    assert (trace.run_id, trace.label, trace.meta) == (shipped.run_id, shipped.label, shipped.meta)
+    np.testing.assert_array_equal(trace.step, shipped.step)
+    for name in ("eval", "loss", "proxy", "kl", "gold"):
+        got, want = getattr(trace, name), getattr(shipped, name)
+        assert (got is None) == (want is None), name
+        if want is not None:
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5, err_msg=name)
