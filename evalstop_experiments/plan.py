@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalstop_gym.parallel import Executor
 
 from .cells import Cell
+
+if TYPE_CHECKING:  # the scoring path imports the simulator and the stoppers: not at run time
+    from .scoring import StopperSpec
 
 #: ``--quick``: under two minutes on two quiet cores (``benchmarks/bench_reproduce.py``).
 QUICK = {"seeds": 10, "n_jobs": 150}
@@ -69,7 +72,7 @@ class ReproduceOptions:
     real_curves: bool | None = None
     curves: str | None = None
     deprioritisation: bool | None = None
-    extra_stoppers: tuple[Any, ...] = ()
+    extra_stoppers: tuple[StopperSpec, ...] = ()
 
     def __post_init__(self) -> None:
         """Normalise sequences to tuples and refuse fewer than two seeds."""
