@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from baselines.evaluate import HONEST_METRIC_KEYS
 from evalstop_gym.fileio import atomic_open
 from evalstop_gym.sim.metrics import CLUSTER_METRIC_KEYS
 
@@ -47,8 +48,9 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "d_gpu_hours_pct",
 )
 
-#: Summarised too for the cells whose rows hold them (E10: the cluster metrics).
-EXTRA_SUMMARY_METRICS: tuple[str, ...] = CLUSTER_METRIC_KEYS
+#: Summarised too for the cells whose rows hold them (every row: the honest metrics;
+#: E10: the cluster metrics).
+EXTRA_SUMMARY_METRICS: tuple[str, ...] = HONEST_METRIC_KEYS + CLUSTER_METRIC_KEYS
 
 #: The typed fields that identify a summary row (with the experiment).
 ROW_KEY = ("experiment", "variant", "sweep", "value", "policy_kind", "policy_params")

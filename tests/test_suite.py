@@ -219,6 +219,19 @@ def test_honest_metrics_count_pre_peak_stops_apart() -> None:
     assert m["regret_vs_oracle"] >= 0
 
 
+def test_every_evaluate_row_carries_the_honest_metrics_the_suite_measures() -> None:
+    """``baselines.evaluate`` rows and the suite's episodes share one metrics surface."""
+    from baselines.evaluate import HONEST_METRIC_KEYS
+
+    kw = {"n_jobs": 40, "calibration": "hard", "eval_noise": 0.05, "deliver": "best"}
+    kw["gpu_hour_price"] = SUITE_PRICE
+    row = evaluate(EvalStop(2), [1], **kw)[0]
+    played = scoring.play(kw, 1, EvalStop(2))
+    for key in HONEST_METRIC_KEYS:
+        assert row[key] == played[key], key
+    assert row["utility"] == pytest.approx(row["return"], abs=1e-9)
+
+
 def test_honest_metrics_on_a_hand_built_record() -> None:
     from evalstop_gym.sim.metrics import EpisodeRecord
 
