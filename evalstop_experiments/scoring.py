@@ -506,6 +506,13 @@ def references(kw: dict[str, Any]) -> list[Stopper]:
     ]
 
 
+def reference_stopper(kw: dict[str, Any]) -> Stopper:
+    """The stopper that plays these env kwargs' reference (:func:`reference_for`)."""
+    if reference_for(kw) is Reference.ORACLE:
+        return Stopper(ORACLE, "Oracle", None)
+    return Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw))
+
+
 def score_task(
     task: str,
     factor: float,
@@ -594,13 +601,17 @@ def score(
     elif isinstance(policy, StopperSpec):
         spec = policy
     else:
-        spec = StopperSpec(name or type(policy).__name__, _Given(policy))
+        shown = name or getattr(policy, "name", None) or type(policy).__name__
+        spec = StopperSpec(str(shown), _Given(policy))
     seeds = list(seeds)
     rows = []
     for factor in prices:
         kw = env_kwargs(task, factor, n_jobs, curves)
-        ref = [st for st in references(kw) if st.kind == REFERENCE_KIND[reference_for(kw)]]
-        stoppers = [Stopper(NOSTOP, "NoStop", NoStop()), spec.build(task, kw), *ref]
+        stoppers = [
+            Stopper(NOSTOP, "NoStop", NoStop()),
+            spec.build(task, kw),
+            reference_stopper(kw),
+        ]
         rows.append(score_task(task, factor, kw, stoppers, seeds)[1])
     return rows
 

@@ -39,7 +39,6 @@ from evalstop_gym.fileio import atomic_open, atomic_write
 
 from ..plan import Experiment, Plan, ReproduceOptions
 from ..scoring import (
-    REFERENCE_KIND,
     SCORE_LEGEND,
     env_kwargs,
     fmt,
@@ -47,7 +46,7 @@ from ..scoring import (
     paired_diff_ci,
     play,
     reference_for,
-    references,
+    reference_stopper,
 )
 
 #: Training sets: name -> the tasks whose cluster episodes it trains on (several: a mixture).
@@ -168,8 +167,7 @@ def score_models(
     from baselines.learned import Learned, read_meta
     from baselines.policies import NoStop
 
-    reference = reference_for(kw)
-    ref = next(st for st in references(kw) if st.kind == REFERENCE_KIND[reference])
+    reference, ref = reference_for(kw), reference_stopper(kw)
     u0 = [play(kw, s, NoStop())["utility"] for s in seeds]
     uref = [play(kw, s, ref.policy)["utility"] for s in seeds]
     rows = []
