@@ -5,7 +5,7 @@ S_i = max(0, S_{i-1} - d_i - drift) accumulates evidence that the evals have
 started to fall; the detector stops a job when S_i > threshold.  Unlike
 EvalStop's "k declines in a row" it weighs how much each eval fell and
 forgives an isolated rise.  ``drift`` and ``threshold`` (eval units) are tuned
-on validation seeds (``evalstop_experiments.e8``).
+on validation seeds (``evalstop_experiments.scoring``).
 """
 
 from __future__ import annotations

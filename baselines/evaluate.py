@@ -10,15 +10,31 @@ from typing import Any
 import gymnasium as gym
 
 from evalstop_gym import METRIC_KEYS  # the import registers EvalStop-v0
+from evalstop_gym.sim.metrics import honest_metrics
 
 from .policies import Policy
+
+#: The honest metrics every row carries beside the episode's (``honest_metrics``): they do
+#: not flatter killing (SPEC section 9).  The one list of them the harness keeps.
+HONEST_METRIC_KEYS: tuple[str, ...] = (
+    "fpr_rlhf",
+    "killed_healthy_gpu_hours",
+    "total_gpu_hours",
+    "recall_after_peak",
+    "stops_before_peak_frac",
+    "utility",
+    "oracle_utility",
+    "regret_vs_oracle",
+)
 
 
 def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
     """One episode of ``policy`` on ``EvalStop-v0`` built with ``env_kwargs``.
 
-    Returns the episode's metrics plus ``seed``, ``policy``, ``steps`` and
-    ``return`` (the sum of rewards, equal to the closed form of the reward mode).
+    Returns the episode's metrics (:data:`~evalstop_gym.METRIC_KEYS`), the honest
+    ones (:data:`HONEST_METRIC_KEYS`, at the env's ``gpu_hour_price``), plus ``seed``,
+    ``policy``, ``steps`` and ``return`` (the sum of rewards, equal to the closed form
+    of the reward mode).
 
     The policy sees only what crosses the information boundary: observations
     through ``act(obs)``, and, if it defines ``check_observation_space(space)``,
@@ -38,6 +54,7 @@ def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
             obs, reward, terminated, truncated, info = env.step(policy.act(obs))
             total += float(reward)
             steps += 1
+        honest = _honest(env.unwrapped)
     finally:
         env.close()
     row: dict[str, Any] = {"policy": policy.name, "seed": int(seed), "steps": steps}
@@ -45,8 +62,18 @@ def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
     # for the statistics, where NaN is what "undefined" means.
     row.update(dict.fromkeys(METRIC_KEYS, math.nan))
     row.update(info["episode_metrics"])
+    row.update(honest)
     row["return"] = total
     return row
+
+
+def _honest(base: Any) -> dict[str, float]:
+    """The honest metrics of the episode the env just ended (read after it, never by the policy)."""
+    sim = base.sim
+    m = honest_metrics(
+        sim.record(), sim.curves.obs_eval, base.gpu_hour_price, sim.deliver_best, sim.step_frac
+    )
+    return {k: m[k] for k in HONEST_METRIC_KEYS}
 
 
 def evaluate(policy: Policy, seeds: Iterable[int], **env_kwargs: Any) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@
   whose early evals identify the label (``paper``: AUC ~1) this floor is
   nearly optimal; in ``hard`` it can only be as good as the best StopAt-p.
 
-Both are tuned on validation seeds (``evalstop_experiments.e8``).
+Both are tuned on validation seeds (``evalstop_experiments.scoring``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The utility is a sum over jobs of terms V_end - V_1 that depend only on where
 each job ends (:func:`evalstop_gym.sim.metrics.stop_values`), so stopping every
 job at the checkpoint that maximises its own term, given its true curve and its
 observed evals, is exactly optimal.  It reads the simulator's hidden state, so
-it runs in the harness (``evalstop_experiments.e8``), never through the
+it runs in the harness (``evalstop_experiments.scoring``), never through the
 information boundary, and is kept out of :func:`baselines.scripted_policies`.
 """
 

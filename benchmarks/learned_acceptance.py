@@ -9,7 +9,8 @@ changed, with ``--timesteps``) on the task's env arguments (``suite_task``).
 Training seeds start at :data:`TRAIN_SEED_BASE`, so no training or validation
 episode is a test episode (E8 tests on seeds ``0..n-1`` and tunes the floors
 on 1000..1005).  Every model then plays E8's test seeds beside E8's stoppers
-(``e8.EXTRA_STOPPERS``) at 1x the suite's price, and the command prints
+(as extra stoppers of :mod:`evalstop_experiments.scoring`) at 1x the suite's
+price, and the command prints
 
 * each model's normalised score (0 = NoStop, 1 = the Bayes stopper) with its
   95 % paired bootstrap CI over test seeds;
@@ -42,7 +43,8 @@ import numpy as np
 from baselines.learned import Learned
 from baselines.policies import observed
 from baselines.training import train
-from evalstop_experiments import e8
+from evalstop_experiments import scoring
+from evalstop_experiments.experiments.suite import run_task, stop_position_figures
 from evalstop_gym.parallel import Executor
 from evalstop_gym.sim.workloads import RLHF
 from evalstop_gym.suite import suite_task
@@ -88,11 +90,15 @@ class DropFromBest:
         return f"DropFromBest({self.delta:g}, m={self.m})"
 
 
+#: The display name (and extra-stopper identity) of :func:`tuned_drop_from_best`.
+DROP_NAME = "DropFromBest (tuned)"
+
+
 def tuned_drop_from_best(task: str, kw: dict[str, Any]) -> DropFromBest:
     """DropFromBest tuned on E8's validation seeds for these env kwargs (as E8 tunes floors)."""
-    episodes = [e8.job_observations(kw, s) for s in e8.VALIDATION_SEEDS]
+    episodes = [scoring.job_observations(kw, s) for s in scoring.VALIDATION_SEEDS]
     grid = (DropFromBest(d, m) for d in DROP_DELTAS for m in DROP_WINDOWS)
-    return e8.tune(grid, episodes)  # type: ignore[return-value]
+    return scoring.tune(grid, episodes)  # type: ignore[return-value]
 
 
 def train_one(job: tuple[str, int, str, int | None, str]) -> tuple[str, int, str, float]:
@@ -117,22 +123,25 @@ def train_one(job: tuple[str, int, str, int | None, str]) -> tuple[str, int, str
 def score_task(
     task: str, models: list[str], test_seeds: int, n_jobs: int | None, out: Path
 ) -> dict[str, Any]:
-    """Run E8 on ``task`` at 1x with the models as extra stoppers; the rows by stopper."""
+    """Run E8 on ``task`` at 1x with the models as extra stoppers; the rows by stopper.
+
+    ``rows`` is keyed by :attr:`~evalstop_experiments.scoring.ScoreRow.key`: the suite's
+    stoppers by their kind, the extra ones by the names given here (``names``).
+    """
     names = [f"learned #{k}" for k in range(len(models))]
-    e8.EXTRA_STOPPERS.clear()
-    e8.EXTRA_STOPPERS["DropFromBest (tuned)"] = tuned_drop_from_best
-    for name, path in zip(names, models):
-        e8.EXTRA_STOPPERS[name] = partial(_load, path)
+    extra = [scoring.StopperSpec(DROP_NAME, tuned_drop_from_best)]
+    extra += [scoring.StopperSpec(name, partial(_load, path)) for name, path in zip(names, models)]
     positions: dict = {}
-    kw_rows = e8.run_task(task, 1.0, range(test_seeds), n_jobs=n_jobs, positions=positions)
-    e8.EXTRA_STOPPERS.clear()
-    e8.stop_position_figures(out, positions)
+    kw_rows = run_task(
+        task, 1.0, range(test_seeds), n_jobs=n_jobs, positions=positions, extra=extra
+    )
+    stop_position_figures(out, positions)
     where = {name: pos for (_, _, name), pos in positions.items()}
-    return {"rows": {r["stopper"]: r for r in kw_rows}, "names": names, "where": where}
+    return {"rows": {r.key: r.as_dict() for r in kw_rows}, "names": names, "where": where}
 
 
 def where_it_stops(hack_delta: np.ndarray, healthy_end: np.ndarray) -> str:
-    """One line of :func:`e8.stop_positions` pooled over seeds, the figure's numbers.
+    """One line of :func:`evalstop_experiments.scoring.stop_positions` pooled over seeds, the figure's numbers.
 
     Hacking runs: median end progress minus true-peak progress, and the share
     ended before the peak; healthy runs: the share stopped and the earliest stop.
@@ -153,8 +162,10 @@ def _load(path: str, task: str, kw: dict[str, Any]) -> Learned:
 def report(task: str, result: dict[str, Any]) -> tuple[float, bool]:
     """Print one task's table; (mean learned score, targets met)."""
     rows, names = result["rows"], result["names"]
-    print(f"\n{task} (1x price, {rows['NoStop']['seeds']} test seeds; score 1 = Bayes)")
-    for name, r in rows.items():
+    nostop = rows[(scoring.NOSTOP, "")]
+    print(f"\n{task} (1x price, {nostop['seeds']} test seeds; score 1 = Bayes)")
+    for r in rows.values():
+        name = r["stopper"]
         print(
             f"  {name:20s} score {r['score']:6.3f} [{r['score_lo']:6.3f}, {r['score_hi']:6.3f}]"
             f"  utility {r['utility']:8.3f}  {r['params'][:60]}"
@@ -162,17 +173,20 @@ def report(task: str, result: dict[str, Any]) -> tuple[float, bool]:
     print("  where each stopper ends runs (pooled over test seeds):")
     for name, pos in result["where"].items():
         print(f"  {name:20s} {where_it_stops(*pos)}")
-    scores = np.array([rows[n]["score"] for n in names])
+    scores = np.array([rows[(scoring.EXTRA, n)]["score"] for n in names])
     mean = float(scores.mean())
     half = _t_half_width(scores)
     print(
         f"  learned mean over {len(names)} training seeds: {mean:.3f} ± {half:.3f} "
         f"(95 % t-interval over seeds; min {scores.min():.3f}, max {scores.max():.3f})"
     )
-    floors = max(rows["StopAt (tuned)"]["score"], rows["Gate (tuned)"]["score"])
+    floors = max(
+        rows[(scoring.STOP_AT_TUNED, "")]["score"], rows[(scoring.GATE_TUNED, "")]["score"]
+    )
     ok = True
     if task == "hard-0.05":
-        beats = mean > rows["EvalStop(k=2)"]["score"] and mean > rows["StopAt (tuned)"]["score"]
+        ev, stop_at = rows[(scoring.EVALSTOP, "")], rows[(scoring.STOP_AT_TUNED, "")]
+        beats = mean > ev["score"] and mean > stop_at["score"]
         print(f"  beats EvalStop(k=2) and tuned StopAt-p: {'yes' if beats else 'NO'}")
         ok &= beats
     if task in SCORE_TARGETS:

@@ -27,8 +27,9 @@ import statistics
 import time
 
 from baselines.bayes import BayesStopper
-from evalstop_experiments import e8
+from evalstop_experiments import scoring
 from evalstop_experiments.early_auc import corpus_early_auc, sim_early_auc
+from evalstop_experiments.experiments.suite import run_task
 from evalstop_gym import KDeclineRule, SimConfig, Simulator
 from evalstop_gym.corpus import read_traces
 from evalstop_gym.suite import PRICE_FACTORS
@@ -58,12 +59,12 @@ def floors_and_bayes(seeds: int) -> tuple[bool, list[dict]]:
     """Print the hard-0.12 scores at the three prices; (every target met, the 1x rows)."""
     ok, at_1x = True, []
     for f in PRICE_FACTORS:
-        rows = {r["stopper"]: r for r in e8.run_task("hard-0.12", f, range(seeds))}
+        rows = {r.stopper_kind: r.as_dict() for r in run_task("hard-0.12", f, range(seeds))}
         if f == 1.0:
             at_1x = list(rows.values())
-        floors = max(rows["StopAt (tuned)"]["score"], rows["Gate (tuned)"]["score"])
-        ev = rows["EvalStop(k=2)"]["score"]
-        b = rows["Bayes"]
+        floors = max(rows[scoring.STOP_AT_TUNED]["score"], rows[scoring.GATE_TUNED]["score"])
+        ev = rows[scoring.EVALSTOP]["score"]
+        b = rows[scoring.BAYES]
         line_ok = floors <= 0.5 and ev <= 0.6 and b["u_minus_u0_lo"] > 0
         ok &= line_ok
         print(
@@ -94,7 +95,7 @@ def honest_table(rows: list[dict]) -> str:
     head = ["stopper", *(name for name, _ in HONEST_COLUMNS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["stopper"]] + [e8._fmt(r[name], d) for name, d in HONEST_COLUMNS]
+        cells = [r["stopper"]] + [scoring.fmt(r[name], d) for name, d in HONEST_COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

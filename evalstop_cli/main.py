@@ -9,13 +9,12 @@ evalstop-gym curves ...           real micro-RLHF training curves
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from evalstop_experiments.experiments import EXPERIMENTS
+from evalstop_experiments.experiments import TITLES
 from evalstop_gym.parallel import BACKENDS
 
 from .envargs import add_env_arguments, env_kwargs_from_args
@@ -58,17 +57,12 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
 def cmd_benchmark(args: argparse.Namespace) -> int:
     """``evalstop-gym benchmark``: the scripted stoppers on one setting, as a table."""
     if args.suite:
-        from evalstop_experiments.e8 import EXTRA_STOPPERS, cmd_suite
+        from evalstop_experiments.experiments.suite import cmd_suite
 
-        EXTRA_STOPPERS.update(_suite_stoppers(args.policy))
-        try:
-            return cmd_suite(args)
-        finally:
-            for spec in args.policy:
-                EXTRA_STOPPERS.pop(spec, None)
-    from evalstop_experiments.experiments import SCRIPTED, Cell
-    from evalstop_experiments.report import add_deltas, summarise
+        return cmd_suite(args)
+    from evalstop_experiments.cells import SCRIPTED, Cell
     from evalstop_experiments.runner import run_task
+    from evalstop_experiments.summary import add_deltas, summarise
     from evalstop_gym.parallel import Executor
 
     env = env_kwargs_from_args(args)
@@ -91,7 +85,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 def _learned_spec(spec: str, env: dict[str, Any]) -> Any:
     """The PolicySpec of a ``--policy`` learned stopper, once it loads and fits ``env``."""
     from baselines.learned import PRETRAINED, from_spec
-    from evalstop_experiments.experiments import PolicySpec
+    from evalstop_experiments.cells import PolicySpec
     from evalstop_gym.envs import EvalStopEnv
 
     learned = from_spec(spec)  # checks the spec and the model's hash now, not in a worker
@@ -100,24 +94,6 @@ def _learned_spec(spec: str, env: dict[str, Any]) -> Any:
     if spec.startswith("pretrained:"):
         params["sha256"] = PRETRAINED[spec.partition(":")[2]]
     return PolicySpec("Learned", params, label=spec)
-
-
-def _suite_stoppers(specs: list[str]) -> dict[str, Any]:
-    """E8's extra stoppers for ``--policy`` specs: name -> factory(task, env kwargs)."""
-    from baselines.learned import from_spec
-    from evalstop_gym.envs import EvalStopEnv
-
-    def factory(spec: str, task: str, kw: dict[str, Any]) -> Any:
-        learned = from_spec(spec)
-        try:
-            learned.check_observation_space(EvalStopEnv(**kw).observation_space)
-        except ValueError as e:
-            raise ValueError(f"--policy {spec} cannot play task {task}: {e}") from None
-        return learned
-
-    for spec in specs:
-        from_spec(spec)  # a bad spec or a tampered model fails before any episode runs
-    return {spec: functools.partial(factory, spec) for spec in specs}
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -165,19 +141,21 @@ def add_benchmark_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help="add a learned stopper (repeatable): pretrained:hard (the shipped model) or "
-        "model:PATH (a model file with its .sha256 record, as `train` writes)",
+        help="add a stopper (repeatable): pretrained:hard (the shipped model) or "
+        "model:PATH (a model file with its .sha256 record, as `train` writes); with --suite "
+        "also module:Class or path/to/file.py:Class (your own Policy class, built with no "
+        "arguments)",
     )
     add_env_arguments(b)
-    from evalstop_experiments.e8 import add_suite_arguments
+    from evalstop_experiments.experiments.suite import add_suite_arguments
 
     add_suite_arguments(b)
     b.set_defaults(func=cmd_benchmark)
 
 
 def add_reproduce_parser(sub: Any) -> None:
-    """``reproduce``: the paper's experiments E1-E7."""
-    r = sub.add_parser("reproduce", help="the paper's experiments E1-E7: CSV, REPORT.md, plots")
+    """``reproduce``: every experiment (E1-E11)."""
+    r = sub.add_parser("reproduce", help="the experiments E1-E11: CSV, REPORT.md, plots")
     r.add_argument(
         "--quick", action="store_true", help="fewer seeds and jobs (under 2 minutes on 2 cores)"
     )
@@ -189,7 +167,7 @@ def add_reproduce_parser(sub: Any) -> None:
     r.add_argument(
         "--experiments",
         default=None,
-        help=f"comma-separated subset of {','.join(EXPERIMENTS)} (default: all)",
+        help=f"comma-separated subset of {','.join(TITLES)} (default: all)",
     )
     r.add_argument("--backend", choices=BACKENDS, default="local")
     r.add_argument(

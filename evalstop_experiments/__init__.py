@@ -1,6 +1,16 @@
-"""The experiment harness: the paper's experiments (E1-E7) as cells, run, aggregated, reported.
+"""The experiment harness: the paper's experiments and ours, as cells and scores, run and reported.
 
-:mod:`~evalstop_experiments.experiments` defines the cells, :mod:`~evalstop_experiments.runner`
-runs them resumably, :mod:`~evalstop_experiments.report` and :mod:`~evalstop_experiments.plots`
-turn the rows into CSV, Markdown and PNG, and :mod:`~evalstop_experiments.reproduce` does it all.
+The data path: :mod:`~evalstop_experiments.cells` (a policy on a setting) ->
+:mod:`~evalstop_experiments.runner` (every (cell, seed), resumably) -> rows ->
+:mod:`~evalstop_experiments.summary` (aggregation, CSV, the query layer) ->
+each experiment's section -> :mod:`~evalstop_experiments.report` (REPORT.md) and
+:mod:`~evalstop_experiments.plots`.  Stoppers scored on the benchmark suite
+take :mod:`~evalstop_experiments.scoring`'s one path (:func:`score` scores your
+own).  :mod:`~evalstop_experiments.experiments` holds one module per experiment,
+:mod:`~evalstop_experiments.plan` what they are made of, and
+:mod:`~evalstop_experiments.reproduce` runs them all.
 """
+
+from .scoring import ScoreRow, score
+
+__all__ = ["ScoreRow", "score"]

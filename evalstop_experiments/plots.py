@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 
 from evalstop_gym.fileio import atomic_savefig
 
-from .experiments import EVALSTOP, NOSTOP, SCRIPTED, PolicySpec
-from .report import find, policies_of, sweep_values
+from .cells import EVALSTOP, NOSTOP, SCRIPTED, PolicySpec
+from .summary import find, policies_of, sweep_values
 
 #: Plot colour of each policy kind.
 COLORS = {

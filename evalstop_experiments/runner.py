@@ -27,7 +27,7 @@ from evalstop_gym.fileio import atomic_write
 from evalstop_gym.parallel import Executor
 from evalstop_gym.sim.metrics import METRIC_KEYS
 
-from .experiments import Cell
+from .cells import Cell
 
 Task = tuple[Cell, int]
 

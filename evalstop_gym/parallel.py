@@ -18,8 +18,15 @@ already fill the cores, and a fixed thread count keeps float reductions, hence
 results, identical across backends).  The variables are in the workers'
 environment from their first instruction, before numpy or torch are imported.
 
-Results are yielded as ``(index, result)`` pairs as they finish.  This module
-knows nothing of policies or experiments and imports no third-party package.
+Results are yielded as ``(index, result)`` pairs as they finish.
+
+:meth:`Executor.beside` runs single tasks in a process of their own while the
+caller goes on with other work (a one-process spawn pool with
+:data:`WORKER_ENV`), when there is a core to spare for it: a local backend of
+two or more workers outside a daemonic process.  Otherwise each task runs at
+once, in this process, and its future is already done when ``submit`` returns.
+
+This module knows nothing of policies or experiments and imports no third-party package.
 """
 
 from __future__ import annotations
@@ -134,6 +141,15 @@ class Executor:
             if progress is not None:
                 progress(1)
 
+    def beside(self) -> Beside:
+        """A context for tasks run one at a time beside this process's work (see :class:`Beside`)."""
+        separate = (
+            self.backend == "local"
+            and self.width(2) > 1
+            and not multiprocessing.current_process().daemon
+        )
+        return Beside(separate)
+
     def map(
         self,
         fn: Callable[[T], R],
@@ -147,6 +163,53 @@ class Executor:
         for i, r in self.imap(fn, todo, progress=progress):
             out[i] = r
         return out
+
+
+class Beside:
+    """Tasks run in one process of their own, in submission order, beside the caller's work.
+
+    ``separate=False`` (or a platform that cannot start a pool) runs each task at
+    once in this process: ``submit`` then returns a future that is already done,
+    holding the result or the exception.  Leaving the ``with`` block waits for the
+    tasks, or cancels those not started if the block raised.
+
+    Example:
+        >>> with Executor(workers=1).beside() as b:
+        ...     b.submit(abs, -3).result()
+        3
+    """
+
+    def __init__(self, separate: bool) -> None:
+        """Start nothing yet: the process starts with the first task."""
+        self.separate = separate
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Beside:
+        """The context itself."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """End the process (cancelling what has not started if the block failed)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
+            self._pool = None
+
+    def submit(self, fn: Callable[[T], R], item: T) -> Future[R]:
+        """Start ``fn(item)`` (``fn`` module-level, ``item`` picklable); its future."""
+        if self.separate and self._pool is None:
+            with _worker_environment():  # the process is spawned with the first submission
+                self._pool = _start_pool(1)
+                if self._pool is not None:
+                    return self._pool.submit(fn, item)
+            self.separate = False
+        if self._pool is not None:
+            return self._pool.submit(fn, item)
+        fut: Future[R] = Future()
+        try:
+            fut.set_result(fn(item))
+        except Exception as e:  # the caller sees it from result(), as from a process
+            fut.set_exception(e)
+        return fut
 
 
 def parallel_map(
@@ -264,4 +327,4 @@ def _ray_imap(
             ray.shutdown()
 
 
-__all__ = ["BACKENDS", "WORKER_ENV", "Executor", "parallel_map", "ray_runtime_env"]
+__all__ = ["BACKENDS", "WORKER_ENV", "Beside", "Executor", "parallel_map", "ray_runtime_env"]

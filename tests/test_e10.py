@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from evalstop_experiments.e10 import COST_SWEEPS, LOADS, e10_cells
-from evalstop_experiments.experiments import SCHEDULERS
+from evalstop_experiments.cells import SCHEDULERS
+from evalstop_experiments.experiments.deprioritisation import COST_SWEEPS, LOADS, e10_cells
 from evalstop_experiments.reproduce import reproduce
 
 
@@ -32,12 +32,14 @@ def test_tiny_e10_run_and_section(tmp_path: Path) -> None:
     assert res.ran == len(e10_cells({}, quick=True)) * 2
     with open(tmp_path / "E10.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    for r in rows:
-        if r["policy"] == "Deprioritize":
-            # Demotion never ends a job: nothing is stopped, every GPU-hour is still spent.
-            assert float(r["n_stopped"]) == 0 and abs(float(r["d_gpu_hours_pct"])) < 1e-9
-        if r["policy"] == "EvalStop":
-            assert float(r["n_deprioritized"]) == 0
+    demoted = [r for r in rows if r["policy_kind"] == "Deprioritize"]
+    stopped = [r for r in rows if r["policy_kind"] == "EvalStop"]
+    assert demoted and stopped
+    for r in demoted:
+        # Demotion never ends a job: nothing is stopped, every GPU-hour is still spent.
+        assert float(r["n_stopped"]) == 0 and abs(float(r["d_gpu_hours_pct"])) < 1e-9
+    for r in stopped:
+        assert float(r["n_deprioritized"]) == 0
     report = (tmp_path / "REPORT.md").read_text()
     assert "## E10" in report
     for s in SCHEDULERS:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalstop_experiments.e11 import CLUSTERS, e11_cells, effective_gpus, matched_load
+from evalstop_experiments.experiments.pools import CLUSTERS, e11_cells, effective_gpus, matched_load
 from evalstop_experiments.reproduce import reproduce
 from evalstop_gym.sim.pools import GPU_SPEEDS, PLACEMENTS
 from evalstop_gym.sim.workloads import SAMPLE_TRACE
@@ -56,7 +56,8 @@ def test_tiny_e11_reproduce_writes_rows_and_section(tmp_path: Path) -> None:
     with open(tmp_path / "E11.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == len(e11_cells({"n_jobs": 12})) * 2
-    assert all(float(r["d_gpu_hours_pct"]) == 0.0 for r in rows if r["policy"] == "NoStop")
+    nostop = [r for r in rows if r["policy_kind"] == "NoStop"]
+    assert nostop and all(float(r["d_gpu_hours_pct"]) == 0.0 for r in nostop)
     report = (tmp_path / "REPORT.md").read_text()
     assert "## E11" in report and "| a100+h100 | fastest |" in report
     assert "## E1 " not in report

@@ -7,7 +7,10 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from evalstop_experiments import e7, e8
+from evalstop_experiments import scoring
+from evalstop_experiments.experiments import REPORT_ORDER
+from evalstop_experiments.experiments import real_curves as e7
+from evalstop_experiments.experiments import suite as e8
 from evalstop_experiments.report import write_report
 from evalstop_gym.corpus.packaged import TRL_CORPUS, TRL_CORPUS_QUICK, corpus_path
 from evalstop_gym.suite import suite_task
@@ -31,7 +34,7 @@ def test_suite_keeps_the_trl_corpus_when_given_micro_rlhf_curves(monkeypatch) ->
     """``run_e8(curves=...)`` gives the micro-RLHF corpus to ``micro-rlhf`` only."""
     seen: dict[str, str | None] = {}
 
-    def fake_run_task(task: str, *args) -> list:
+    def fake_run_task(task: str, *args, **kwargs) -> list:
         seen[task] = args[-1]
         return []
 
@@ -51,9 +54,11 @@ def test_scores_run_on_the_quick_trl_corpus_against_the_oracle(rows: list[dict])
     """NoStop scores 0, the Oracle 1, and no stopper beats the Oracle."""
     assert {r["task"] for r in rows} == {"trl-gao"}
     assert {r["reference"] for r in rows} == {"Oracle"}
-    by = {r["stopper"]: r for r in rows}
-    assert by["NoStop"]["score"] == 0.0 and by["Oracle"]["score"] == pytest.approx(1.0)
-    assert {"StopAt (tuned)", "Gate (tuned)", "CUSUM (tuned)", "EvalStop(k=2)"} <= set(by)
+    by = {r["stopper_kind"]: r for r in rows}
+    assert by[scoring.NOSTOP]["score"] == 0.0
+    assert by[scoring.ORACLE]["score"] == pytest.approx(1.0)
+    tuned = {scoring.STOP_AT_TUNED, scoring.GATE_TUNED, scoring.CUSUM_TUNED, scoring.EVALSTOP}
+    assert tuned <= set(by)
     for r in rows:  # nothing beats the privileged Oracle, whose reference gain is positive
         assert r["score"] <= 1.0 + 1e-9, r["stopper"]
         assert r["score_lo"] <= r["score"] <= r["score_hi"] + 1e-12
@@ -63,16 +68,26 @@ def test_scores_get_their_report_section_and_files(rows: list[dict], tmp_path: P
     """The scores land in E7_scores.csv/.md and in their own REPORT.md section."""
     files = e7.write_e7_scores(tmp_path, rows)
     assert [f.name for f in files] == ["E7_scores.csv", "E7_scores.md"]
-    report = write_report(tmp_path, rows, header={}, plots=[]).read_text()
+    report = write_report(tmp_path, rows, header={}, plots=[], experiments=REPORT_ORDER).read_text()
     assert "## E7 — stoppers on real corpora" in report
     assert "| trl-gao | Oracle | Oracle | 1.00 [1.00, 1.00]" in report
 
 
-def test_learned_stoppers_plug_in(monkeypatch) -> None:
-    """A stopper in ``e8.EXTRA_STOPPERS`` is scored beside the scripted ones."""
+def _stub(task: str, kw: dict) -> object:
+    """A stand-in learned stopper: a module-level factory, so it crosses into workers."""
     from baselines.policies import StopAtProgress
 
-    monkeypatch.setitem(e8.EXTRA_STOPPERS, "Learned (stub)", lambda task, kw: StopAtProgress(0.5))
+    return StopAtProgress(0.5)
+
+
+def test_extra_stoppers_plug_in_and_cross_into_workers() -> None:
+    """An extra stopper is scored beside the scripted ones, also on a pool of two workers."""
+    from evalstop_gym.parallel import Executor
+
     corpora = e7.score_corpora(None, quick=True)
-    rows = e7.e7_scores(corpora, quick=True, seeds=2, n_jobs=10)
-    assert "Learned (stub)" in {r["stopper"] for r in rows}
+    extra = (scoring.StopperSpec("Learned (stub)", _stub),)
+    rows = e7.e7_scores(
+        corpora, quick=True, seeds=2, n_jobs=10, executor=Executor(workers=2), extra_stoppers=extra
+    )
+    stub = [r for r in rows if r["stopper_kind"] == scoring.EXTRA]
+    assert [r["stopper"] for r in stub] == ["Learned (stub)"]

@@ -75,7 +75,7 @@ def test_domains_with_different_observation_fields_are_refused() -> None:
 @pytest.mark.slow
 def test_e9_quick_runs_end_to_end_with_every_cell_finite(tmp_path) -> None:
     pytest.importorskip("stable_baselines3")
-    from evalstop_experiments import e9
+    from evalstop_experiments.experiments import generalisation as e9
     from evalstop_experiments.reproduce import reproduce
 
     reproduce(tmp_path, quick=True, experiments=["E9"], progress=False)

@@ -94,3 +94,20 @@ def test_ray_gives_the_same_results_with_the_worker_environment(monkeypatch) -> 
     assert ex.map(square, range(9)) == [x * x for x in range(9)]
     facts = ex.map(worker_facts, range(2))
     assert all(f["env"] == WORKER_ENV for f in facts)
+
+
+def test_beside_runs_tasks_in_a_process_of_their_own_or_here_at_once() -> None:
+    with Executor(workers=2).beside() as apart:
+        assert apart.separate
+        futs = [apart.submit(worker_facts, 0), apart.submit(square, 5)]
+        facts = futs[0].result()
+        assert facts["pid"] != os.getpid() and facts["env"] == WORKER_ENV
+        assert futs[1].result() == 25
+    with Executor(workers=1).beside() as here:
+        assert not here.separate
+        fut = here.submit(worker_facts, 0)
+        assert fut.done() and fut.result()["pid"] == os.getpid()  # ran at once, in line
+        failed = here.submit(fail_on_three, 3)
+        with pytest.raises(ArithmeticError, match="three"):
+            failed.result()
+    assert not Executor("ray", workers=2).beside().separate

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from evalstop_cli.main import main
-from evalstop_experiments.experiments import build_cells
-from evalstop_experiments.report import summarise, write_report
+from evalstop_experiments.experiments import REPORT_ORDER
+from evalstop_experiments.experiments.paper import build_cells
+from evalstop_experiments.report import write_report
 from evalstop_experiments.reproduce import reproduce
 from evalstop_experiments.runner import run_tasks
 from evalstop_experiments.stats import fmt_ci, mean_ci, pct_change
+from evalstop_experiments.summary import summarise
 from evalstop_gym.parallel import Executor
 
 TINY = {
@@ -70,11 +72,12 @@ def test_tiny_reproduce_end_to_end(tmp_path: Path) -> None:
         assert len(summ) == n_cells
         assert {"mean_jct_h", "mean_jct_h_ci95", "d_jct_pct", "seeds"} <= set(summ[0])
         for r in rows:
-            if r["policy"] == "NoStop":
+            if r["policy_kind"] == "NoStop":
                 assert float(r["d_jct_pct"]) == 0.0
     e8_rows = _read(tmp_path / "E8.csv")
     assert {r["reference"] for r in e8_rows} == {"Bayes"}
     assert {r["stopper"] for r in e8_rows} >= {"NoStop", "Bayes", "Oracle", "CUSUM (tuned)"}
+    assert "stopper_kind" not in e8_rows[0]  # a typed key of the rows, not a CSV column
     assert "normalised" in (tmp_path / "E8.md").read_text().lower()
     assert (tmp_path / "E8_stops_hard-0.12.png").stat().st_size > 0
     assert "(E8_stops_hard-0.12.png)" in (tmp_path / "E8.md").read_text()
@@ -88,7 +91,7 @@ def test_tiny_reproduce_end_to_end(tmp_path: Path) -> None:
     for name in pngs:
         img = mpimg.imread(tmp_path / f"{name}.png")
         assert img.ndim == 3 and img.shape[0] > 100
-    from evalstop_experiments.e11 import e11_cells  # E11 runs by default too
+    from evalstop_experiments.experiments.pools import e11_cells  # E11 runs by default too
 
     assert res.ran == (len(cells) + len(e11_cells({"n_jobs": 12}))) * 2
 
@@ -101,7 +104,9 @@ def test_renaming_labels_changes_no_table(tmp_path: Path) -> None:
     for name, rows in (("orig", res.rows), ("renamed", renamed)):
         (tmp_path / name).mkdir()
         reports.append(
-            write_report(tmp_path / name, summarise(rows), header={}, plots=[]).read_text()
+            write_report(
+                tmp_path / name, summarise(rows), header={}, plots=[], experiments=REPORT_ORDER
+            ).read_text()
         )
     orig, new = reports
     assert "<StopAt-0.65>" in new and "<EvalStop>" in new

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evalstop_experiments.experiments import build_cells
+from evalstop_experiments.experiments.paper import build_cells
+from evalstop_experiments.experiments.real_curves import QUICK_CORPUS
 from evalstop_experiments.progress import Reporter
-from evalstop_experiments.reproduce import QUICK_CORPUS, reproduce
+from evalstop_experiments.reproduce import reproduce
 from evalstop_experiments.runner import episode_key, run_task, run_tasks, task_path
 from evalstop_gym.parallel import Executor
 
@@ -132,14 +133,14 @@ def test_background_stages_give_the_same_files(
 
 
 def test_quick_corpus_is_shipped_hash_checked(tmp_path: Path) -> None:
-    from evalstop_experiments import e7
-    from evalstop_experiments.reproduce import Plan, ReproduceOptions, real_curves_stage
+    from evalstop_experiments.experiments import real_curves as e7
+    from evalstop_experiments.plan import Plan, ReproduceOptions
     from evalstop_gym.corpus.packaged import load_corpus, sidecar
 
     traces = load_corpus(QUICK_CORPUS)
     assert len(traces) == sidecar(QUICK_CORPUS)["runs"] == e7.CORPUS_RUNS["quick"]
     plan = Plan()
-    real_curves_stage(tmp_path, ReproduceOptions(quick=True, workers=1), plan)
+    e7.EXPERIMENT.build(tmp_path, ReproduceOptions(quick=True, workers=1), plan)
     assert e7.corpus_file(tmp_path, quick=True).exists()  # copied, not generated
     assert {c.experiment for c in plan.cells} == {"E7"}
     assert "shipped with the package" in plan.header["E7 corpus"]

@@ -12,7 +12,7 @@ from baselines import EvalStop, NoStop, evaluate
 from baselines.bayes import BayesStopper
 from baselines.changepoint import Cusum, cusum_statistic
 from baselines.floors import FirstEvalGate
-from evalstop_experiments import e8
+from evalstop_experiments import scoring
 from evalstop_experiments.early_auc import corpus_early_auc, cv_auc, roc_auc, sim_early_auc
 from evalstop_gym import ConfigError, KDeclineRule, SimConfig, Simulator
 from evalstop_gym.corpus import CurveTrace, write_traces
@@ -71,7 +71,7 @@ def test_deliver_best_delivers_the_best_observed_checkpoint_of_completed_jobs() 
 def test_utility_in_closed_form_equals_the_env_return(deliver: str) -> None:
     kw = {"n_jobs": 40, "calibration": "hard", "eval_noise": 0.05, "deliver": deliver}
     kw["gpu_hour_price"] = 3e-3
-    m = e8.play(kw, 2, EvalStop(2))
+    m = scoring.play(kw, 2, EvalStop(2))
     row = evaluate(EvalStop(2), [2], **kw)[0]
     assert m["utility"] == pytest.approx(row["return"], abs=1e-9)
 
@@ -192,35 +192,48 @@ def test_bayes_never_beats_the_oracle(task: str, tmp_path: Path) -> None:
         ]
         curves = str(tmp_path / "corpus.jsonl")
         write_traces(traces, curves)
-    kw = e8.env_kwargs(task, 1.0, n_jobs=40, curves=curves)
+    kw = scoring.env_kwargs(task, 1.0, n_jobs=40, curves=curves)
     bayes = BayesStopper.from_env_kwargs(kw)
     for seed in (0, 1):
-        u_bayes = e8.play(kw, seed, bayes)["utility"]
-        oracle = e8.play(kw, seed, None)
+        u_bayes = scoring.play(kw, seed, bayes)["utility"]
+        oracle = scoring.play(kw, seed, None)
         assert u_bayes <= oracle["utility"] + 1e-9
         assert oracle["regret_vs_oracle"] == pytest.approx(0.0, abs=1e-9)
-        assert e8.play(kw, seed, NoStop())["utility"] <= oracle["utility"] + 1e-9
+        assert scoring.play(kw, seed, NoStop())["utility"] <= oracle["utility"] + 1e-9
 
 
 def test_normalised_score_on_a_hand_computed_case() -> None:
-    score, lo, hi = e8.normalised_score([1.0, 1.0], [0.0, 0.0], [2.0, 4.0], n_boot=4000)
+    score, lo, hi = scoring.normalised_score([1.0, 1.0], [0.0, 0.0], [2.0, 4.0], n_boot=4000)
     assert score == pytest.approx(1 / 3)
     # Resampling two seeds gives 1/2 (seed 0 twice), 1/4 (seed 1 twice) or 1/3.
     assert lo == pytest.approx(0.25) and hi == pytest.approx(0.5)
-    assert e8.normalised_score([3.0, 5.0], [1.0, 1.0], [3.0, 5.0]) == (1.0, 1.0, 1.0)
-    assert e8.normalised_score([1.0, 1.0], [1.0, 1.0], [3.0, 5.0])[0] == 0.0
+    assert scoring.normalised_score([3.0, 5.0], [1.0, 1.0], [3.0, 5.0]) == (1.0, 1.0, 1.0)
+    assert scoring.normalised_score([1.0, 1.0], [1.0, 1.0], [3.0, 5.0])[0] == 0.0
 
 
 def test_honest_metrics_count_pre_peak_stops_apart() -> None:
     kw = {"n_jobs": 60, "calibration": "paper", "eval_noise": 0.05, "deliver": "best"}
     kw["gpu_hour_price"] = SUITE_PRICE
-    m = e8.play(kw, 0, EvalStop(2))
+    m = scoring.play(kw, 0, EvalStop(2))
     assert m["recall_after_peak"] + m["stops_before_peak_frac"] == pytest.approx(m["recall"])
     assert 0 <= m["fpr_rlhf"] <= 1 and m["killed_healthy_gpu_hours"] >= 0
-    none = e8.play(kw, 0, NoStop())
+    none = scoring.play(kw, 0, NoStop())
     assert none["fpr_rlhf"] == 0 and none["killed_healthy_gpu_hours"] == 0
     assert none["total_gpu_hours"] > m["total_gpu_hours"]
     assert m["regret_vs_oracle"] >= 0
+
+
+def test_every_evaluate_row_carries_the_honest_metrics_the_suite_measures() -> None:
+    """``baselines.evaluate`` rows and the suite's episodes share one metrics surface."""
+    from baselines.evaluate import HONEST_METRIC_KEYS
+
+    kw = {"n_jobs": 40, "calibration": "hard", "eval_noise": 0.05, "deliver": "best"}
+    kw["gpu_hour_price"] = SUITE_PRICE
+    row = evaluate(EvalStop(2), [1], **kw)[0]
+    played = scoring.play(kw, 1, EvalStop(2))
+    for key in HONEST_METRIC_KEYS:
+        assert row[key] == played[key], key
+    assert row["utility"] == pytest.approx(row["return"], abs=1e-9)
 
 
 def test_honest_metrics_on_a_hand_built_record() -> None:
@@ -289,8 +302,8 @@ def test_first_eval_gate() -> None:
 def test_stop_positions_on_a_hand_built_record(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from evalstop_experiments.e8 import stop_positions
     from evalstop_experiments.plots import plot_stop_positions
+    from evalstop_experiments.scoring import stop_positions
 
     rec = SimpleNamespace(
         n_ckpt=10,

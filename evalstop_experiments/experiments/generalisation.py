@@ -5,21 +5,21 @@ another (a different calibration, eval noise, or real curves).  E9 trains PPO
 with the shipped defaults (``hyperparams/ppo.yml``: per-job episodes, gamma 1)
 on each training set of :data:`TRAIN_SETS` -- one regime, or a mixture of
 regimes and noise levels drawn per cluster episode
-(:class:`baselines.domain_random.DomainRandomised`, domain randomisation) --
+(:class:`baselines.training.domain_random.DomainRandomised`, domain randomisation) --
 and scores every model on every test task of :data:`TEST_TASKS` (the synthetic
 regimes and the real-curve corpora ``trl-gao``, shipped, and ``micro-rlhf``
 when a corpus is given), on test seeds ``0..n-1`` that no training or
 validation episode uses.
 
-Scoring is E8's (:func:`evalstop_experiments.e8.normalised_score`): 0 = NoStop,
+Scoring is the suite's (:mod:`evalstop_experiments.scoring`): 0 = NoStop,
 1 = the Bayes stopper on synthetic tasks, the privileged Oracle on real
 corpora, with a 95 % paired bootstrap CI over test seeds.  NoStop and the
 reference play the task as E8 does.  Every model observes a
-:data:`~baselines.domain_random.COMMON_WINDOW`-eval window (20: every
+:data:`~baselines.training.domain_random.COMMON_WINDOW`-eval window (20: every
 checkpoint of a 20-checkpoint task).  ``paper`` declares 10 checkpoints, so its
 episodes are padded to that window, in training
-(:class:`~baselines.domain_random.DomainRandomised`) and in play
-(:class:`~baselines.domain_random.PaddedPolicy`): ten empty slots on the left,
+(:class:`~baselines.training.domain_random.DomainRandomised`) and in play
+(:class:`~baselines.training.domain_random.PaddedPolicy`): ten empty slots on the left,
 exactly what a 20-slot window shows of a 10-checkpoint history.  Padding
 changes what a model sees, not the episode: it plays the very episodes NoStop
 and the reference play.
@@ -34,14 +34,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.training.domain_random import (
-    COMMON_WINDOW,
-    checkpoints,
-    domain_kwargs,
-    mixture_tasks,
-)
+from baselines.training.domain_random import COMMON_WINDOW, checkpoints, domain_kwargs, mixture_tasks
+from evalstop_gym.fileio import atomic_open, atomic_write
 
-from . import e8
+from ..plan import Experiment, Plan, ReproduceOptions
+from ..scoring import (
+    SCORE_LEGEND,
+    env_kwargs,
+    fmt,
+    normalised_score,
+    paired_diff_ci,
+    play,
+    reference_for,
+    reference_stopper,
+)
 
 #: Training sets: name -> the tasks whose cluster episodes it trains on (several: a mixture).
 TRAIN_SETS: dict[str, tuple[str, ...]] = {
@@ -72,7 +78,7 @@ TRAIN_SEED = 100
 #: The full run's extra row: the shipped ``Learned.pretrained("hard")`` (trained on
 #: ``hard-0.05`` with the whole 20-eval history, 150k steps), played like the others.
 SHIPPED = "hard-0.05 (shipped, all evals)"
-EXPERIMENT = "E9"
+EXPERIMENT_ID = "E9"
 #: Said under a quick table: its models have had one rollout, so their rows say nothing.
 SMOKE_NOTE = (
     " **Quick run: one 512-step rollout per model (both start from the same seeded"
@@ -82,9 +88,9 @@ SMOKE_NOTE = (
 
 def available() -> bool:
     """Whether E9 can train (stable-baselines3 and torch importable)."""
-    from . import e6
+    from .learned import available as sb3_available
 
-    return e6.available()
+    return sb3_available()
 
 
 def train_models(
@@ -148,7 +154,7 @@ def test_kwargs(task: str, n_jobs: int, curves: str | None, quick: bool) -> dict
 
         curves = str(corpus_path("trl_gao_quick"))
     own = curves if task in ("micro-rlhf", "trl-gao") else None
-    return e8.env_kwargs(task, 1.0, n_jobs, own)
+    return env_kwargs(task, 1.0, n_jobs, own)
 
 
 def score_models(
@@ -157,15 +163,13 @@ def score_models(
     seeds: Sequence[int],
     kw: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """One row per model: its normalised score on ``task`` (E8's reference and CI)."""
-    from baselines.bayes import BayesStopper
+    """One row per model: its normalised score on ``task`` (the suite's reference and CI)."""
     from baselines.learned import Learned, read_meta
     from baselines.policies import NoStop
 
-    curves = bool(kw.get("curves"))
-    ref = None if curves else BayesStopper.from_env_kwargs(kw)  # None: the Oracle
-    u0 = [e8.play(kw, s, NoStop())["utility"] for s in seeds]
-    uref = [e8.play(kw, s, ref)["utility"] for s in seeds]
+    reference, ref = reference_for(kw), reference_stopper(kw)
+    u0 = [play(kw, s, NoStop())["utility"] for s in seeds]
+    uref = [play(kw, s, ref.policy)["utility"] for s in seeds]
     rows = []
     for name, path in models.items():
         policy, play_kw = _player(
@@ -173,17 +177,17 @@ def score_models(
         )
         if policy is None:
             continue
-        u = [e8.play(play_kw, s, policy)["utility"] for s in seeds]
-        score = zip(("score", "score_lo", "score_hi"), e8.normalised_score(u, u0, uref))
-        diff = zip(("u_minus_u0", "u_minus_u0_lo", "u_minus_u0_hi"), e8.paired_diff_ci(u, u0))
+        u = [play(play_kw, s, policy)["utility"] for s in seeds]
+        score = zip(("score", "score_lo", "score_hi"), normalised_score(u, u0, uref))
+        diff = zip(("u_minus_u0", "u_minus_u0_lo", "u_minus_u0_hi"), paired_diff_ci(u, u0))
         rows.append(
             {
-                "experiment": EXPERIMENT,
+                "experiment": EXPERIMENT_ID,
                 "train": name,
                 "train_tasks": "+".join(TRAIN_SETS.get(name, ("hard-0.05",))),
                 "train_timesteps": read_meta(path)["timesteps"],
                 "test": task,
-                "reference": "Oracle" if curves else "Bayes",
+                "reference": reference.value,
                 "seeds": len(seeds),
                 **dict(score),
                 **dict(diff),
@@ -259,7 +263,7 @@ def run_e9(
 def _cell(r: dict[str, Any] | None) -> str:
     if r is None:
         return "–"
-    return f"{e8._fmt(r['score'])} [{e8._fmt(r['score_lo'])}, {e8._fmt(r['score_hi'])}]"
+    return f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]"
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
@@ -285,15 +289,13 @@ def legend(rows: Sequence[dict[str, Any]]) -> str:
         "trained on each row's tasks; "
         f"`mix` draws each training cluster episode from {mix}. Models see the last "
         f"{COMMON_WINDOW} evals (`paper`'s 10, padded to {COMMON_WINDOW} slots). "
-        f"{seeds} test seeds per cell. {e8.SCORE_LEGEND}"
+        f"{seeds} test seeds per cell. {SCORE_LEGEND}"
         + (SMOKE_NOTE if max(steps, default=0) <= SIZES["quick"]["timesteps"] else "")
     )
 
 
 def write_e9(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     """Write ``OUT/E9.csv`` (every column) and ``OUT/E9.md`` (the grid)."""
-    from evalstop_gym.fileio import atomic_open, atomic_write
-
     out = Path(out)
     csv_path, md_path = out / "E9.csv", out / "E9.md"
     with atomic_open(csv_path, "w", newline="") as fh:
@@ -306,7 +308,7 @@ def write_e9(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
 
 def section(summary: list[dict[str, Any]]) -> list[str]:
     """REPORT.md's E9 section (the rows whose experiment is E9)."""
-    rows = [r for r in summary if r.get("experiment") == EXPERIMENT]
+    rows = [r for r in summary if r.get("experiment") == EXPERIMENT_ID]
     if not rows:
         return []
     finite = all(math.isfinite(r["score"]) for r in rows)
@@ -317,20 +319,18 @@ def section(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def stage(out: Path, opts: Any, plan: Any) -> None:
+def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     """E9 inside ``reproduce``: train, score, write ``OUT/E9.csv`` and ``OUT/E9.md``.
 
     Runs when E9 is selected and learned stoppers are not switched off
     (``--no-learned``); ``--train-timesteps`` sets its budget per model too, and a
     micro-RLHF corpus (``--corpus`` or E7's ``OUT/curves``) adds that test task.
     """
-    if not opts.wants(EXPERIMENT) or opts.learned is False:
-        return
     if not available():
         plan.notes.append("E9 skipped: stable-baselines3 and torch are not installed.")
         return
-    corpus = opts.curves or next(iter(sorted((Path(out) / "curves").glob("traces_*.jsonl"))), None)
-    rows = run_e9(out, quick=opts.quick, timesteps=opts.train_timesteps, curves=corpus)
+    corpus = opts.corpus_in(out)
+    rows = run_e9(out, quick=opts.quick, timesteps=opts.train_timesteps, curves=corpus)  # type: ignore[arg-type]
     files = write_e9(out, rows)
     plan.report_rows += rows
     size = SIZES["quick" if opts.quick else "default"]
@@ -338,3 +338,18 @@ def stage(out: Path, opts: Any, plan: Any) -> None:
         f"learned stoppers across regimes ({opts.train_timesteps or size['timesteps']} PPO "
         f"steps per model): {files[1].name}"
     )
+
+
+def _wanted(opts: ReproduceOptions, exp: Experiment) -> bool:
+    return opts.wants(exp.id) and opts.learned is not False
+
+
+EXPERIMENT = Experiment(
+    EXPERIMENT_ID,
+    "Generalisation: learned stoppers trained on one regime or a mixture, tested on others",
+    9,
+    build,
+    wanted=_wanted,
+    section=section,
+    work="generalisation",
+)

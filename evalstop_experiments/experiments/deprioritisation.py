@@ -18,16 +18,18 @@ EvalStop's ΔJCT and Δtotal-GPU-hours against NoStop on the same seeds.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
-from .experiments import EVALSTOP, EXPERIMENTS, NOSTOP, SCHEDULERS, Cell, PolicySpec, base_env
-from .report import find
-from .stats import fmt_ci
+from ..cells import EVALSTOP, NOSTOP, SCHEDULERS, Cell, PolicySpec, base_env
+from ..plan import Experiment, Plan, ReproduceOptions
+from ..stats import fmt_ci
+from ..summary import find
 
 DEPRIORITIZE = PolicySpec("Deprioritize", {"k": 2}, label="Deprioritize")
 LOADS = {"quick": (0.7, 1.3), "default": (0.7, 1.0, 1.3)}
 #: One cost at a time (the others 0), then the preset.
-COST_SWEEPS = {
+COST_SWEEPS: dict[str, dict[str, tuple[Any, ...]]] = {
     "quick": {"restore_h": (0.0, 0.5), "eval_cost_h": (0.0, 0.2), "costs": ("free", "realistic")},
     "default": {
         "restore_h": (0.0, 0.1, 0.5, 1.0),
@@ -35,6 +37,10 @@ COST_SWEEPS = {
         "costs": ("free", "realistic"),
     },
 }
+
+
+#: The swept variables of the cost part (each cost sweep's ``sweep``).
+COST_NAMES = frozenset(name for sizes in COST_SWEEPS.values() for name in sizes)
 
 
 def e10_cells(overrides: dict[str, Any], *, quick: bool) -> list[Cell]:
@@ -95,13 +101,13 @@ def _costs_table(summary: list[dict[str, Any]]) -> list[str]:
         "preemptions (NoStop) | restore GPU-h (NoStop) | eval GPU-h (NoStop) |",
         "|---" * 9 + "|",
     ]
-    rows = [s for s in summary if s["experiment"] == "E10" and s["variant"].startswith("cost ")]
-    for variant, value in dict.fromkeys((s["variant"], s["value"]) for s in rows):
+    rows = [s for s in summary if s["experiment"] == "E10" and s["sweep"] in COST_NAMES]
+    for variant, value, name in dict.fromkeys((s["variant"], s["value"], s["sweep"]) for s in rows):
         ns = find(summary, "E10", NOSTOP, value, variant)
         ev = find(summary, "E10", EVALSTOP, value, variant)
         shown = value if isinstance(value, str) else f"{value:g} h"
         lines.append(
-            f"| {variant[5:]} | {shown} | {_f(ns, 'mean_jct_h')} | {_f(ns, 'gpu_hours', 0)} | "
+            f"| {name} | {shown} | {_f(ns, 'mean_jct_h')} | {_f(ns, 'gpu_hours', 0)} | "
             f"{_f(ev, 'd_jct_pct')} | {_f(ev, 'd_gpu_hours_pct')} | {_f(ns, 'preemptions', 0)} | "
             f"{_f(ns, 'restore_gpu_hours', 0)} | {_f(ns, 'eval_gpu_hours', 0)} |"
         )
@@ -129,7 +135,7 @@ def _verdict(summary: list[dict[str, Any]]) -> list[str]:
 def e10_section(summary: list[dict[str, Any]]) -> list[str]:
     """REPORT.md's E10 section."""
     return [
-        f"## E10 — {EXPERIMENTS['E10']}",
+        f"## E10 — {EXPERIMENT.title}",
         "",
         "Deprioritize: EvalStop's detector (k = 2), but the flagged job is demoted to the back "
         "of the base scheduler's order (it runs only while no waiting job could use its GPUs) "
@@ -147,3 +153,23 @@ def e10_section(summary: list[dict[str, Any]]) -> list[str]:
         *_costs_table(summary),
         "",
     ]
+
+
+def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """EvalStop vs Deprioritize across schedulers and loads, and the cluster's costs."""
+    plan.cells += e10_cells(opts.overrides, quick=opts.quick)
+
+
+def _wanted(opts: ReproduceOptions, exp: Experiment) -> bool:
+    return opts.wants(exp.id, opts.deprioritisation)
+
+
+EXPERIMENT = Experiment(
+    "E10",
+    "Stop vs deprioritise, and the costs of a real cluster",
+    10,
+    build,
+    wanted=_wanted,
+    section=e10_section,
+    work="deprioritisation",
+)

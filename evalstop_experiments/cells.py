@@ -1,4 +1,4 @@
-"""The paper's experiments (SPEC section 7) as lists of cells.
+"""Cells: one policy on one environment configuration, the unit every experiment runs.
 
 A *cell* is one policy on one environment configuration; each cell runs on
 many seeds, and every policy is compared with NoStop on the *same* seeds of
@@ -146,23 +146,7 @@ class Cell:
         }
 
 
-EXPERIMENTS: dict[str, str] = {
-    "E1": "Main table: heavy-RLHF on SRTF-Est",
-    "E2": "Composability over base schedulers",
-    "E3": "Eval-noise sweep",
-    "E4": "Hack-fraction sweep",
-    "E5": "Decline-threshold (k) sweep",
-    "E6": "Scripted vs learned (SB3) stoppers",
-    "E7": "Real micro-RLHF curves vs synthetic curves",
-    "E8": "Benchmark suite: normalised scores against Bayes / Oracle",
-    "E9": "Generalisation: learned stoppers trained on one regime or a mixture, tested on others",
-    "E11": "Heterogeneous GPU pools (A100/H100/V100), first-fit vs fastest placement",
-    "E10": "Stop vs deprioritise, and the costs of a real cluster",
-}
-
-SIGMAS = (0.01, 0.02, 0.05, 0.08, 0.12)
-HACK_FRACTIONS = (0.2, 0.4, 0.6, 0.8)
-KS = (1, 2, 3, 4, 5)
+#: The base schedulers E2 and E10 compare.
 SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
 
 
@@ -180,22 +164,3 @@ def env_sweep(
         for v in values
         for p in policies
     ]
-
-
-def build_cells(overrides: dict[str, Any], only: list[str] | None = None) -> list[Cell]:
-    """Every cell of E1-E5 on top of E1's setting with ``overrides`` (e.g. ``{"n_jobs": 100}``)."""
-    env0 = base_env(overrides)
-    cells = [Cell("E1", p, env0) for p in SCRIPTED]
-    cells += env_sweep("E2", env0, "scheduler", SCHEDULERS, (NOSTOP, EVALSTOP))
-    cells += env_sweep("E3", env0, "eval_noise", SIGMAS)
-    cells += env_sweep("E4", env0, "hack_fraction", HACK_FRACTIONS)
-    cells.append(Cell("E5", NOSTOP, env0, sweep="k"))
-    for k in KS:
-        spec = PolicySpec("EvalStop", {"k": k}, label=f"k={k}")
-        cells.append(Cell("E5", spec, env0, sweep="k", value=k))
-    if only:
-        unknown = sorted(set(only) - set(EXPERIMENTS))
-        if unknown:
-            raise ValueError(f"experiments={unknown} unknown: choose among {sorted(EXPERIMENTS)}")
-        cells = [c for c in cells if c.experiment in only]
-    return cells

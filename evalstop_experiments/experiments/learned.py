@@ -9,12 +9,15 @@ scripted policies.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 from evalstop_gym.parallel import Executor
 
-from .experiments import Cell, PolicySpec, base_env, env_sweep
+from ..cells import EVALSTOP, Cell, PolicySpec, base_env, env_sweep
+from ..plan import Experiment, Plan, ReproduceOptions
+from ..summary import find, generic_section, rows_of
 
 SIGMAS = (0.02, 0.12)
 OBS_VARIANTS = {
@@ -131,3 +134,75 @@ def e6_cells(overrides: dict[str, Any], models: dict[str, dict[str, Any]]) -> li
         cells.append(Cell("E6", spec, env, sweep="eval_noise", value=m["sigma"]))
     order = {sigma: i for i, sigma in enumerate(SIGMAS)}
     return sorted(cells, key=lambda c: order[c.value])  # stable: scripted, then learned
+
+
+def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """Train (or reuse) the learned stoppers, then run them beside the scripted ones."""
+    if not available():
+        plan.notes.append(
+            "E6 skipped: stable-baselines3 and torch are not installed (pip install -e '.[train]')."
+        )
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    models = train_models(
+        out, quick=opts.quick, executor=opts.executor, timesteps=opts.train_timesteps
+    )
+    if not any(m["trained_now"] for m in models.values()):
+        plan.reused.add("E6")
+    plan.cells += e6_cells(opts.overrides, models)
+    plan.header["E6 training"] = "; ".join(
+        f"{Path(p).stem}: {m['algo'].upper()}, {m['timesteps']} steps in "
+        f"{m['train_seconds']:.0f} s, kept the best evaluation (at {m['selected_at']})"
+        for p, m in models.items()
+    )
+    plan.plots.append(functools.partial(_learning_curve_plot, models=models))
+
+
+def _learning_curve_plot(out: Path, summary: list[dict[str, Any]], models: dict[str, Any]) -> Path:
+    from ..plots import plot_learning_curves
+
+    curves = {
+        f"{m['algo'].upper()}[{m['variant']}] σ={m['sigma']}": [
+            tuple(x) for x in m["learning_curve"]
+        ]
+        for m in models.values()
+    }
+    refs = {
+        f"EvalStop σ={m['sigma']}": m["evalstop_reference"]
+        for m in models.values()
+        if m.get("evalstop_reference") is not None
+    }
+    return plot_learning_curves(curves, out / "e6_learning_curves.png", refs)
+
+
+def section(summary: list[dict[str, Any]]) -> list[str]:
+    """The generic table, then learned vs EvalStop on the utility return per noise level."""
+    lines = generic_section(summary, "E6", EXPERIMENT.title)
+    for s in rows_of(summary, "E6"):
+        ev = find(summary, "E6", EVALSTOP, s["value"], s["variant"])
+        if s["policy_kind"] != "Learned" or ev is None:
+            continue
+        diff, half = s["return"] - ev["return"], s["return_ci95"] + ev["return_ci95"]
+        verdict = "better than" if diff > half else "worse than" if diff < -half else "on par with"
+        lines.append(
+            f"- {s['group']}: {s['policy']} utility {s['return']:.2f} vs EvalStop {ev['return']:.2f} "
+            f"— {verdict} EvalStop."
+        )
+    return [*lines, ""]
+
+
+def _wanted(opts: ReproduceOptions, exp: Experiment) -> bool:
+    return opts.wants(exp.id, opts.learned)
+
+
+EXPERIMENT = Experiment(
+    "E6",
+    "Scripted vs learned (SB3) stoppers",
+    6,
+    build,
+    wanted=_wanted,
+    section=section,
+    long=True,
+    starting="train (or reuse) the learned stoppers, then run them beside the scripted ones.",
+    work="models",
+)

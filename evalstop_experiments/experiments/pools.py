@@ -19,13 +19,15 @@ NoStop on each cluster, and its detection figures.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from evalstop_gym.sim.pools import GPU_SPEEDS, PLACEMENTS
 from evalstop_gym.sim.workloads import get_workload, with_overrides
 
-from .experiments import EVALSTOP, EXPERIMENTS, NOSTOP, Cell, base_env, env_sweep
-from .report import _num, _pct, find
+from ..cells import EVALSTOP, NOSTOP, Cell, base_env, env_sweep
+from ..plan import Experiment, Plan, ReproduceOptions
+from ..summary import find, num, pct
 
 #: The heterogeneous clusters of E11 (GPU type -> GPUs), 64 GPUs each like E1's.
 CLUSTERS: dict[str, dict[str, int]] = {
@@ -103,7 +105,7 @@ def section(summary: list[dict[str, Any]]) -> list[str]:
     rows = [s for s in summary if s["experiment"] == "E11"]
     settings = list(dict.fromkeys((s["variant"], s["value"]) for s in rows))
     lines = [
-        f"## E11 — {EXPERIMENTS['E11']}",
+        f"## E11 — {EXPERIMENT.title}",
         "",
         "EvalStop vs NoStop on the same seeds and job stream. GPU-hours are wall-clock "
         "GPU-hours on the pool each job ran on; waste is in reference GPU-hours. Speeds: "
@@ -117,9 +119,24 @@ def section(summary: list[dict[str, Any]]) -> list[str]:
         b = find(summary, "E11", NOSTOP, value, variant)
         e = find(summary, "E11", EVALSTOP, value, variant)
         lines.append(
-            f"| {variant} | {value or '–'} | {_num(b, 'mean_jct_h')} | {_num(e, 'mean_jct_h')} | "
-            f"{_pct(e, 'd_jct_pct')} | {_num(b, 'gpu_hours', 0)} | {_pct(e, 'd_gpu_hours_pct')} | "
-            f"{_pct(e, 'd_waste_pct')} | {_pct(e, 'precision')} | {_pct(e, 'recall')} |"
+            f"| {variant} | {value or '–'} | {num(b, 'mean_jct_h')} | {num(e, 'mean_jct_h')} | "
+            f"{pct(e, 'd_jct_pct')} | {num(b, 'gpu_hours', 0)} | {pct(e, 'd_gpu_hours_pct')} | "
+            f"{pct(e, 'd_waste_pct')} | {pct(e, 'precision')} | {pct(e, 'recall')} |"
         )
     lines += ["", *_sentence(rows, find(summary, "E11", EVALSTOP, None, HOMOGENEOUS)), ""]
     return lines
+
+
+def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E1's setting on heterogeneous GPU pools, both placements, beside the homogeneous."""
+    plan.cells += e11_cells(opts.overrides)
+
+
+EXPERIMENT = Experiment(
+    "E11",
+    "Heterogeneous GPU pools (A100/H100/V100), first-fit vs fastest placement",
+    11,
+    build,
+    section=section,
+    work="pools",
+)

@@ -1,0 +1,193 @@
+"""E8, the benchmark suite: normalised scores of stoppers on the named tasks.
+
+For each task (``evalstop_gym.suite_task``) and each price (the suite's price
+times 1/2, 1, 2), every stopper of :func:`~evalstop_experiments.scoring.suite_stoppers`
+(NoStop, the tuned floors and CUSUM, LossPlateau, EvalStop, any extra stopper,
+Bayes and the Oracle) is scored through :mod:`evalstop_experiments.scoring`:
+0 = NoStop, 1 = the Bayes stopper on synthetic tasks, the privileged Oracle on
+corpus tasks.  Extra stoppers (learned ones, your own) come in as
+:class:`~evalstop_experiments.scoring.StopperSpec` arguments
+(``ReproduceOptions.extra_stoppers``, ``benchmark --suite --policy SPEC``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from evalstop_gym.suite import PACKAGED_TASKS, PRICE_FACTORS, SUITE_TASKS
+
+from ..plan import Experiment, Plan, ReproduceOptions
+from ..scoring import (
+    VALIDATION_SEEDS,
+    ScoreRow,
+    StopperSpec,
+    env_kwargs,
+    markdown_table,
+    score_task,
+    stopper_spec,
+    suite_stoppers,
+    write_scores,
+)
+
+
+def run_task(
+    task: str,
+    factor: float,
+    seeds: Sequence[int],
+    val_seeds: Sequence[int] = VALIDATION_SEEDS,
+    n_jobs: int | None = None,
+    curves: str | None = None,
+    positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] | None = None,
+    extra: Sequence[StopperSpec] = (),
+) -> list[ScoreRow]:
+    """Rows (one per stopper of the suite, ``extra`` ones too) of one task at one price.
+
+    ``positions``: see :func:`~evalstop_experiments.scoring.score_task`.
+    """
+    kw = env_kwargs(task, factor, n_jobs, curves)
+    stoppers = suite_stoppers(task, kw, val_seeds, extra)
+    return score_task(task, factor, kw, stoppers, seeds, positions)
+
+
+def run_e8(
+    tasks: Sequence[str] = SUITE_TASKS,
+    seeds: Sequence[int] = range(10),
+    factors: Sequence[float] = PRICE_FACTORS,
+    n_jobs: int | None = None,
+    curves: str | None = None,
+    val_seeds: Sequence[int] = VALIDATION_SEEDS,
+    progress: Callable[[str], None] | None = None,
+    positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] | None = None,
+    extra_stoppers: Sequence[StopperSpec] = (),
+) -> list[ScoreRow]:
+    """Every (task, price) of the suite; a corpus task (``micro-rlhf``) joins if ``curves``.
+
+    ``positions``: see :func:`run_task`; ``extra_stoppers``: stoppers scored beside the suite's.
+    """
+    tasks = list(tasks) + (["micro-rlhf"] if curves and "micro-rlhf" not in tasks else [])
+    rows: list[ScoreRow] = []
+    for task in tasks:
+        for f in factors:
+            if progress is not None:
+                progress(f"E8 {task} at {f:g}x price")
+            # a shipped corpus task keeps its own corpus; ``curves`` is micro-rlhf's
+            own = None if task in PACKAGED_TASKS else curves
+            more = {} if positions is None else {"positions": positions}
+            rows += run_task(task, f, seeds, val_seeds, n_jobs, own, extra=extra_stoppers, **more)
+    return rows
+
+
+def write_e8(out: str | Path, rows: Sequence[ScoreRow], figures: Sequence[Path] = ()) -> list[Path]:
+    """Write ``E8.csv`` (every column) and ``E8.md`` (the suite table, ``figures`` below it)."""
+    return write_scores(out, [r.as_dict() for r in rows], "E8", "E8: the benchmark suite", figures)
+
+
+def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--suite``, ``--tasks`` and ``--out`` of ``evalstop-gym benchmark``."""
+    g = parser.add_argument_group("benchmark suite (E8)")
+    g.add_argument("--suite", action="store_true", help="run the suite: normalised scores")
+    g.add_argument(
+        "--tasks", default=None, help=f"comma-separated tasks (default {','.join(SUITE_TASKS)})"
+    )
+    g.add_argument("--out", default="results-suite", help="folder of E8.csv and E8.md")
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    """``evalstop-gym benchmark --suite``: run E8, print the table, write CSV + Markdown.
+
+    ``--curves PATH`` adds the micro-RLHF corpus task; ``--n-jobs`` shrinks episodes;
+    each ``--policy SPEC`` (``module:Class``, ``path/to/file.py:Class``,
+    ``pretrained:NAME``, ``model:PATH``) is scored beside the suite's stoppers.
+    """
+    tasks = args.tasks.split(",") if args.tasks else SUITE_TASKS
+    extra = [stopper_spec(spec) for spec in args.policy]  # a bad spec fails before any episode
+    rows = run_e8(
+        tasks,
+        range(args.seeds),
+        n_jobs=getattr(args, "env_n_jobs", None),
+        curves=getattr(args, "env_curves", None),
+        progress=lambda s: print(s, flush=True),
+        extra_stoppers=extra,
+    )
+    print(markdown_table([r.as_dict() for r in rows]))
+    for path in write_e8(args.out, rows):
+        print(f"wrote {path}")
+    return 0
+
+
+#: Seeds of E8 in ``reproduce`` (quick / default): paired CIs need far fewer than E1.
+E8_SEEDS = {"quick": 3, "default": 10}
+
+
+def reproduce_e8(
+    out: str | Path,
+    *,
+    quick: bool = False,
+    seeds: int | None = None,
+    n_jobs: int | None = None,
+    curves: str | Path | None = None,
+    extra_stoppers: Sequence[StopperSpec] = (),
+) -> list[Path]:
+    """E8 inside ``evalstop-gym reproduce``: the suite table as ``OUT/E8.csv`` and ``OUT/E8.md``.
+
+    Quick runs one task (``hard-0.12``) on 100-job episodes (or ``n_jobs``).
+    """
+    n = seeds if seeds is not None else E8_SEEDS["quick" if quick else "default"]
+    tasks = ("hard-0.12",) if quick else SUITE_TASKS
+    jobs = n_jobs if n_jobs is not None else (100 if quick else None)
+    positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] = {}
+    rows = run_e8(
+        tasks,
+        range(n),
+        n_jobs=jobs,
+        curves=curves,  # type: ignore[arg-type]
+        positions=positions,
+        extra_stoppers=extra_stoppers,
+    )
+    figures = stop_position_figures(out, positions)
+    return write_e8(out, rows, figures) + figures
+
+
+def stop_position_figures(
+    out: str | Path, positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]]
+) -> list[Path]:
+    """``OUT/E8_stops_<task>.png``: where every stopper ends runs, per task at 1x price."""
+    from ..plots import plot_stop_positions
+
+    paths = []
+    for task in dict.fromkeys(t for t, _, _ in positions):
+        per = {name: pos for (t, f, name), pos in positions.items() if t == task and f == 1.0}
+        if per:
+            path = Path(out) / f"E8_stops_{task}.png"
+            title = f"E8 {task} (1x price): where each stopper ends runs, pooled over seeds"
+            paths.append(plot_stop_positions(per, path, title))
+    return paths
+
+
+def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """The suite, written at once to ``OUT/E8.csv`` and ``OUT/E8.md``."""
+    files = reproduce_e8(
+        out,
+        quick=opts.quick,
+        seeds=opts.seeds,
+        n_jobs=opts.n_jobs,
+        curves=opts.corpus_in(out),
+        extra_stoppers=opts.extra_stoppers,
+    )
+    plan.header["E8"] = f"the benchmark suite's normalised scores: {files[1].name}" + (
+        f"; where each stopper stops: {', '.join(p.name for p in files[2:])}" if files[2:] else ""
+    )
+
+
+EXPERIMENT = Experiment(
+    "E8",
+    "Benchmark suite: normalised scores against Bayes / Oracle",
+    8,
+    build,
+    background=True,
+    work="suite",
+)

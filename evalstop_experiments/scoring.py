@@ -1,0 +1,709 @@
+"""The suite's one scoring path: play a stopper, normalise its utility, and score your own.
+
+For a task (``evalstop_gym.suite_task``) at a price (the suite's price times a
+factor) every stopper plays the same test seeds through ``EvalStop-v0`` and is
+scored by
+
+    score = mean_s (U_s - U0_s) / mean_s (Uref_s - U0_s)
+
+with U the episode's utility (the env's return), U0 NoStop's (a practitioner
+who runs every job to the end and keeps its best eval checkpoint) and Uref the
+reference: the Bayes stopper on synthetic tasks, the privileged Oracle on
+corpus tasks (named in every row, :class:`Reference`).  The 95 % interval is a
+paired percentile bootstrap over seeds.  ΔJCT (mean JCT against NoStop's, %) is
+given beside each score: the utility counts a job's own GPU-hours, not the
+queueing its stop spares the others.
+
+The floors (best StopAt-p, first-eval gate) and the CUSUM detector are tuned
+on validation seeds disjoint from the test seeds, per task and price, by the
+utility they would reach.  Tuning is exact and cheap: each of these stoppers
+decides a job from that job's own observations, and a job's utility term
+depends only on where it ends, so a candidate is scored from every job's
+observation sequence (:func:`job_observations`) without running the cluster.
+
+Score your own stopper with :func:`score` (also ``evalstop_experiments.score``)::
+
+    from evalstop_experiments import score
+    rows = score(MyStopper(), "hard-0.12", seeds=range(5))
+    rows[0].score, rows[0].score_lo, rows[0].score_hi
+
+The stopper is a boundary: it receives observations through ``act(obs)``
+(after ``reset()``, and, if it has one, ``check_observation_space`` with a copy
+of the space) and returns actions; it never sees the env, the simulator or the
+rewards.  On the command line: ``evalstop-gym benchmark --suite --policy
+module:Class`` (or ``path/to/file.py:Class``).
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import enum
+import functools
+import importlib
+import importlib.util
+import math
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import evalstop_gym  # noqa: F401  (registers EvalStop-v0)
+from baselines.bayes import BayesStopper
+from baselines.changepoint import Cusum
+from baselines.floors import FirstEvalGate
+from baselines.oracle import Oracle
+from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
+from evalstop_gym.envs.evalstop import EvalStopEnv
+from evalstop_gym.errors import ConfigError
+from evalstop_gym.fileio import atomic_open, atomic_write
+from evalstop_gym.sim.metrics import METRIC_KEYS, honest_metrics, stop_values
+from evalstop_gym.suite import suite_task
+
+#: Seeds the floors are tuned on (disjoint from the test seeds 0..n-1).
+VALIDATION_SEEDS: tuple[int, ...] = tuple(range(1000, 1006))
+STOP_AT_GRID: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+GATE_QUANTILES: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)
+CUSUM_THRESHOLDS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
+CUSUM_DRIFTS: tuple[float, ...] = (0.0, 0.01, 0.03)
+
+
+@dataclass
+class JobObs:
+    """The observation sequence of one job (one obs per decision) and its stop values."""
+
+    obs: list[dict[str, np.ndarray]]
+    values: np.ndarray  # (K,) utility term if the job ends after checkpoint i
+
+
+def env_kwargs(task: str, factor: float = 1.0, n_jobs: int | None = None, curves=None) -> dict:
+    """The task's env kwargs at ``factor`` x the suite's price."""
+    kw = suite_task(task, curves=curves)
+    kw["gpu_hour_price"] = kw["gpu_hour_price"] * factor
+    if n_jobs is not None:
+        kw["n_jobs"] = n_jobs
+    return kw
+
+
+def job_observations(kw: dict[str, Any], seed: int) -> list[JobObs]:
+    """Every job's observations, built as the env builds them, without running the cluster."""
+    env = gym.make("EvalStop-v0", disable_env_checker=True, **kw)
+    env.reset(seed=seed)
+    base: EvalStopEnv = env.unwrapped  # type: ignore[assignment]
+    sim = base.sim
+    assert sim is not None
+    c, b = sim.curves, sim.batch
+    values = stop_values(
+        c.true_eval,
+        c.obs_eval,
+        b.gpus * b.duration_h,
+        kw["gpu_hour_price"],
+        sim.deliver_best,
+        sim.step_frac,
+    )
+    out = []
+    for j in range(sim.n_jobs):
+        seq = [base.observation_at(j, i) for i in range(1, sim.n_ckpt)]
+        out.append(JobObs(seq, values[j]))
+    env.close()
+    return out
+
+
+def offline_utility(policy: Policy, jobs: Sequence[JobObs]) -> float:
+    """The utility ``policy`` reaches on these jobs (exact for a per-job stopper)."""
+    total = 0.0
+    for job in jobs:
+        end = len(job.values)
+        for i, obs in enumerate(job.obs, start=1):
+            if policy.act(obs):
+                end = i
+                break
+        total += job.values[end - 1] - job.values[0]
+    return total
+
+
+def tune(candidates: Iterable[Policy], episodes: Sequence[Sequence[JobObs]]) -> Policy:
+    """The candidate with the highest utility summed over the validation episodes."""
+    best, best_u = None, -math.inf
+    for pol in candidates:
+        u = sum(offline_utility(pol, jobs) for jobs in episodes)
+        if u > best_u:
+            best, best_u = pol, u
+    assert best is not None
+    return best
+
+
+def gate_candidates(episodes: Sequence[Sequence[JobObs]]) -> list[Policy]:
+    """First-eval gates: every stop progress x thresholds at quantiles of the first evals."""
+    firsts = [
+        float(np.mean(FirstEvalGate(0.5, 0.0).first_evals(j.obs[-1])))
+        for jobs in episodes
+        for j in jobs
+        if int(np.argmax(j.obs[0]["job_type"])) == 2
+    ]
+    thresholds = np.quantile(firsts, GATE_QUANTILES) if firsts else [0.0]
+    return [FirstEvalGate(p, float(t)) for p in STOP_AT_GRID for t in thresholds]
+
+
+def tuned_stoppers(kw: dict[str, Any], val_seeds: Sequence[int]) -> dict[str, Policy]:
+    """The floors and CUSUM, tuned on ``val_seeds`` for these env kwargs."""
+    episodes = [job_observations(kw, s) for s in val_seeds]
+    return {
+        "StopAt (tuned)": tune((StopAtProgress(p) for p in STOP_AT_GRID), episodes),
+        "Gate (tuned)": tune(gate_candidates(episodes), episodes),
+        "CUSUM (tuned)": tune(
+            (Cusum(h, d) for h in CUSUM_THRESHOLDS for d in CUSUM_DRIFTS), episodes
+        ),
+    }
+
+
+def stop_positions(record: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(end − true-peak progress of each hacking run, end progress of each healthy run)."""
+    end = record.ckpt_done / record.n_ckpt
+    hack = record.hacking.astype(bool)
+    return end[hack] - record.peak_progress[hack], end[~hack]
+
+
+def play(kw: dict[str, Any], seed: int, policy: Policy | None) -> dict[str, Any]:
+    """One episode of ``policy`` (None: the privileged Oracle): utility, metrics, stop positions.
+
+    ``stop_positions`` holds :func:`stop_positions` of the episode.  The policy
+    sees observations only (and a copy of the observation space).
+    """
+    env = gym.make("EvalStop-v0", disable_env_checker=True, **kw)
+    obs, _ = env.reset(seed=seed)
+    sim = env.unwrapped.sim  # type: ignore[attr-defined]
+    oracle = Oracle(sim, kw["gpu_hour_price"]) if policy is None else None
+    if policy is not None:
+        check = getattr(policy, "check_observation_space", None)
+        if check is not None:  # a copy of the space only: never the env
+            check(copy.deepcopy(env.observation_space))
+        policy.reset()
+    done = False
+    while not done:
+        action = oracle.act_pending() if oracle is not None else policy.act(obs)  # type: ignore[union-attr]
+        obs, _, done, _, info = env.step(action)
+    # The env leaves an undefined metric out of info: rows are numeric, so NaN.
+    m: dict[str, Any] = dict.fromkeys(METRIC_KEYS, math.nan)
+    m.update(info["episode_metrics"])
+    record = sim.record()
+    m["stop_positions"] = stop_positions(record)
+    m.update(
+        honest_metrics(
+            record,
+            sim.curves.obs_eval,
+            kw["gpu_hour_price"],
+            sim.deliver_best,
+            sim.step_frac,
+        )
+    )
+    env.close()
+    return m
+
+
+def normalised_score(
+    u: Sequence[float],
+    u0: Sequence[float],
+    uref: Sequence[float],
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(score, low, high): mean(U - U0) / mean(Uref - U0) and its 95 % paired bootstrap CI.
+
+    Seeds are resampled together (the three arrays are paired by seed).
+    """
+    u, u0, uref = (np.asarray(a, dtype=float) for a in (u, u0, uref))
+    num, den = u - u0, uref - u0
+    score = float(num.mean() / den.mean())
+    idx = np.random.default_rng(seed).integers(0, len(u), size=(n_boot, len(u)))
+    boot = num[idx].mean(axis=1) / den[idx].mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return score, float(lo), float(hi)
+
+
+def paired_diff_ci(
+    u: Sequence[float], u0: Sequence[float], n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of U - U0 over seeds and its 95 % bootstrap CI."""
+    d = np.asarray(u, dtype=float) - np.asarray(u0, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(n_boot, len(d)))
+    lo, hi = np.percentile(d[idx].mean(axis=1), [2.5, 97.5])
+    return float(d.mean()), float(lo), float(hi)
+
+
+class Reference(enum.Enum):
+    """What a score is normalised to (score 1): its value is the name shown in tables."""
+
+    #: The Bayes stopper that knows the task's curve family (synthetic tasks).
+    BAYES = "Bayes"
+    #: The privileged Oracle that sees the true curves (corpus tasks: no family describes them).
+    ORACLE = "Oracle"
+
+
+def reference_for(kw: dict[str, Any]) -> Reference:
+    """The reference of a task's env kwargs: the Oracle on corpus tasks, Bayes on the others."""
+    return Reference.ORACLE if kw.get("curves") else Reference.BAYES
+
+
+#: The kinds of stopper a scoring run plays: the suite's own, and ``EXTRA`` for one given to it.
+NOSTOP, STOP_AT_TUNED, GATE_TUNED, CUSUM_TUNED = "NoStop", "StopAtTuned", "GateTuned", "CusumTuned"
+LOSS_PLATEAU, EVALSTOP, EXTRA, BAYES, ORACLE = "LossPlateau", "EvalStop", "extra", "Bayes", "Oracle"
+
+
+#: The stopper kind that plays each reference.
+REFERENCE_KIND = {Reference.BAYES: BAYES, Reference.ORACLE: ORACLE}
+
+
+@dataclass(frozen=True)
+class Stopper:
+    """One stopper of a scoring run.
+
+    Args:
+        kind: What it is (:data:`NOSTOP` ... :data:`ORACLE`, or :data:`EXTRA`).
+        name: Its display name in tables (an extra stopper's name also tells it apart).
+        policy: What plays (None: the privileged Oracle, built from the simulator).
+        env: Observation-only env keyword arguments it plays with (a model's own
+            window): the episodes stay the ones the others play.
+    """
+
+    kind: str
+    name: str
+    policy: Policy | None
+    env: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What tells its rows apart: the kind, and an extra stopper's name."""
+        return (self.kind, self.name if self.kind == EXTRA else "")
+
+
+@dataclass(frozen=True)
+class StopperSpec:
+    """A stopper to score beside the suite's own, in a form that crosses into worker processes.
+
+    Args:
+        name: Its display name (and, among extra stoppers, its identity).
+        factory: ``factory(task, env_kwargs) -> Policy``, a module-level function,
+            a :func:`functools.partial` of one, or a :class:`PolicySource`; it is
+            called in the process that plays the task.
+    """
+
+    name: str
+    factory: Callable[[str, dict[str, Any]], Policy]
+
+    def build(self, task: str, kw: dict[str, Any]) -> Stopper:
+        """The stopper for ``task`` (env kwargs ``kw``)."""
+        return Stopper(EXTRA, self.name, self.factory(task, kw))
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """A policy class named ``module:Class`` or ``path/to/file.py:Class``, built with no arguments.
+
+    Picklable (it holds the spec, not the class), so it builds the policy in the
+    process that plays.  A learned stopper's spec (``pretrained:NAME``,
+    ``model:PATH``) is :func:`baselines.learned.from_spec`'s.
+    """
+
+    spec: str
+
+    def __post_init__(self) -> None:
+        """Refuse a malformed spec, or one whose class (or model) cannot be loaded, at once."""
+        from baselines.learned import SPEC_PREFIXES, from_spec
+
+        if self.spec.partition(":")[0] in SPEC_PREFIXES:
+            from_spec(self.spec)  # a bad name or a tampered model fails before any episode
+        else:
+            self.load()
+
+    def load(self) -> Callable[[], Policy]:
+        """The class (or zero-argument factory) the spec names."""
+        from baselines.learned import SPEC_PREFIXES, from_spec
+
+        if self.spec.partition(":")[0] in SPEC_PREFIXES:
+            return functools.partial(from_spec, self.spec)
+        where, sep, attr = self.spec.rpartition(":")
+        if not sep or not where or not attr.isidentifier():
+            raise ConfigError(
+                "policy",
+                self.spec,
+                "'module:Class', 'path/to/file.py:Class', 'pretrained:NAME' or 'model:PATH'",
+            )
+        try:
+            module = _load_module(where)
+        except (ImportError, OSError, SyntaxError) as e:
+            raise ConfigError("policy", self.spec, f"an importable module or file ({e})") from None
+        obj = getattr(module, attr, None)
+        if not callable(obj):
+            raise ConfigError("policy", self.spec, f"a class {attr!r} defined in {where}")
+        return obj
+
+    def __call__(self, task: str, kw: dict[str, Any]) -> Policy:
+        """A fresh policy; one with ``check_observation_space`` must accept the task's space."""
+        policy = self.load()()
+        check = getattr(policy, "check_observation_space", None)
+        if check is not None:
+            try:
+                check(copy.deepcopy(EvalStopEnv(**kw).observation_space))
+            except ValueError as e:
+                raise ValueError(f"--policy {self.spec} cannot play task {task}: {e}") from None
+        return policy
+
+
+def _load_module(where: str) -> Any:
+    """A module by dotted name, or a ``.py`` file by path (loaded once per process)."""
+    if not where.endswith(".py"):
+        return importlib.import_module(where)
+    path = Path(where).resolve()
+    if not path.is_file():
+        raise OSError(f"no file {where}")
+    name = f"_evalstop_user_{abs(hash(str(path)))}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {where}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def stopper_spec(spec: str) -> StopperSpec:
+    """The :class:`StopperSpec` a command-line ``--policy`` spec names (checked now)."""
+    return StopperSpec(spec, PolicySource(spec))
+
+
+#: Per-episode metrics averaged over seeds in every row.
+METRIC_COLUMNS: tuple[str, ...] = (
+    "utility",
+    "mean_jct_h",
+    "precision",
+    "recall",
+    "fpr",
+    "fpr_rlhf",
+    "recall_after_peak",
+    "stops_before_peak_frac",
+    "killed_healthy_gpu_hours",
+    "total_gpu_hours",
+    "wasted_gpu_hours",
+    "regret_vs_oracle",
+)
+
+#: The columns of a score row's CSV line, in order.
+SCORE_COLUMNS: tuple[str, ...] = (
+    "task",
+    "price_factor",
+    "gpu_hour_price",
+    "stopper",
+    "params",
+    "reference",
+    "seeds",
+    "score",
+    "score_lo",
+    "score_hi",
+    "u_minus_u0",
+    "u_minus_u0_lo",
+    "u_minus_u0_hi",
+    "delta_jct_pct",
+    *METRIC_COLUMNS,
+)
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    """One stopper's score on one task at one price.
+
+    ``score`` is ``mean(U - U0) / mean(Uref - U0)`` with its 95 % paired bootstrap
+    interval ``[score_lo, score_hi]``; ``reference`` says what Uref is.
+    ``u_minus_u0`` is the mean utility gain over NoStop with its interval,
+    ``delta_jct_pct`` the mean JCT against NoStop's in %, and ``metrics`` the
+    per-episode metrics of :data:`METRIC_COLUMNS` (the honest ones among them:
+    ``fpr_rlhf``, ``killed_healthy_gpu_hours``, ``total_gpu_hours``,
+    ``recall_after_peak``, ``stops_before_peak_frac``, ``regret_vs_oracle``)
+    averaged over seeds.  ``stopper`` and ``params`` are for display;
+    ``stopper_kind`` (with an extra stopper's name, :attr:`key`) identifies it.
+    """
+
+    task: str
+    price_factor: float
+    gpu_hour_price: float
+    stopper_kind: str
+    stopper: str
+    params: str
+    reference: Reference
+    seeds: int
+    score: float
+    score_lo: float
+    score_hi: float
+    u_minus_u0: float
+    u_minus_u0_lo: float
+    u_minus_u0_hi: float
+    delta_jct_pct: float
+    metrics: dict[str, float]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The stopper's identity: its kind, and an extra stopper's name."""
+        return (self.stopper_kind, self.stopper if self.stopper_kind == EXTRA else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The CSV columns (:data:`SCORE_COLUMNS`, reference by name), then ``stopper_kind``."""
+        d: dict[str, Any] = {
+            "task": self.task,
+            "price_factor": self.price_factor,
+            "gpu_hour_price": self.gpu_hour_price,
+            "stopper": self.stopper,
+            "params": self.params,
+            "reference": self.reference.value,
+            "seeds": self.seeds,
+            "score": self.score,
+            "score_lo": self.score_lo,
+            "score_hi": self.score_hi,
+            "u_minus_u0": self.u_minus_u0,
+            "u_minus_u0_lo": self.u_minus_u0_lo,
+            "u_minus_u0_hi": self.u_minus_u0_hi,
+            "delta_jct_pct": self.delta_jct_pct,
+            **self.metrics,
+        }
+        d["stopper_kind"] = self.stopper_kind
+        return d
+
+
+def suite_stoppers(
+    task: str,
+    kw: dict[str, Any],
+    val_seeds: Sequence[int] = (),
+    extra: Sequence[StopperSpec] = (),
+) -> list[Stopper]:
+    """Every stopper of the suite for one task and price, ``extra`` ones before the references."""
+    tuned = tuned_stoppers(kw, val_seeds)
+    return [
+        Stopper(NOSTOP, "NoStop", NoStop()),
+        Stopper(STOP_AT_TUNED, "StopAt (tuned)", tuned["StopAt (tuned)"]),
+        Stopper(GATE_TUNED, "Gate (tuned)", tuned["Gate (tuned)"]),
+        Stopper(CUSUM_TUNED, "CUSUM (tuned)", tuned["CUSUM (tuned)"]),
+        Stopper(LOSS_PLATEAU, "LossPlateau", LossPlateau()),
+        Stopper(EVALSTOP, "EvalStop(k=2)", EvalStop(2)),
+        *(spec.build(task, kw) for spec in extra),
+        *references(kw),
+    ]
+
+
+def references(kw: dict[str, Any]) -> list[Stopper]:
+    """The Bayes stopper and the privileged Oracle for these env kwargs."""
+    return [
+        Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw)),
+        Stopper(ORACLE, "Oracle", None),
+    ]
+
+
+def reference_stopper(kw: dict[str, Any]) -> Stopper:
+    """The stopper that plays these env kwargs' reference (:func:`reference_for`)."""
+    if reference_for(kw) is Reference.ORACLE:
+        return Stopper(ORACLE, "Oracle", None)
+    return Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw))
+
+
+def score_task(
+    task: str,
+    factor: float,
+    kw: dict[str, Any],
+    stoppers: Sequence[Stopper],
+    seeds: Sequence[int],
+    positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] | None = None,
+) -> list[ScoreRow]:
+    """Rows (one per stopper) of one task at one price: score, CI, ΔJCT and metrics.
+
+    ``stoppers`` must hold NoStop and the task's reference (:func:`reference_for`).
+    ``positions``, if given, receives each stopper's stop positions pooled over
+    seeds under ``(task, factor, display name)`` (see :func:`stop_positions`).
+    """
+    runs = [[play({**kw, **st.env}, s, st.policy) for s in seeds] for st in stoppers]
+    if positions is not None:
+        for st, rs in zip(stoppers, runs):
+            positions[(task, factor, st.name)] = tuple(  # type: ignore[assignment]
+                np.concatenate([r["stop_positions"][i] for r in rs]) for i in (0, 1)
+            )
+    ref = reference_for(kw)
+    by_kind = {st.kind: rs for st, rs in zip(stoppers, runs)}
+    u0 = [r["utility"] for r in by_kind[NOSTOP]]
+    uref = [r["utility"] for r in by_kind[REFERENCE_KIND[ref]]]
+    jct0 = np.mean([r["mean_jct_h"] for r in by_kind[NOSTOP]])
+    rows = []
+    for st, rs in zip(stoppers, runs):
+        u = [r["utility"] for r in rs]
+        score_, lo, hi = normalised_score(u, u0, uref)
+        diff, dlo, dhi = paired_diff_ci(u, u0)
+        mean = {k: _nanmean([r[k] for r in rs]) for k in METRIC_COLUMNS}
+        rows.append(
+            ScoreRow(
+                task=task,
+                price_factor=factor,
+                gpu_hour_price=kw["gpu_hour_price"],
+                stopper_kind=st.kind,
+                stopper=st.name,
+                params="privileged" if st.policy is None else repr(st.policy),
+                reference=ref,
+                seeds=len(seeds),
+                score=score_,
+                score_lo=lo,
+                score_hi=hi,
+                u_minus_u0=diff,
+                u_minus_u0_lo=dlo,
+                u_minus_u0_hi=dhi,
+                delta_jct_pct=100.0 * (mean["mean_jct_h"] - jct0) / jct0,
+                metrics=mean,
+            )
+        )
+    return rows
+
+
+def score(
+    policy: Policy | StopperSpec | str,
+    task: str,
+    *,
+    seeds: Iterable[int] = range(10),
+    prices: Sequence[float] = (1.0,),
+    n_jobs: int | None = None,
+    curves: str | None = None,
+    name: str | None = None,
+) -> list[ScoreRow]:
+    """Your stopper's normalised score on a suite task, one row per price factor.
+
+    Args:
+        policy: A policy object (``reset()`` and ``act(obs) -> 0/1``), a
+            :class:`StopperSpec`, or a spec string: ``module:Class``,
+            ``path/to/file.py:Class`` (built with no arguments), ``pretrained:NAME``
+            or ``model:PATH``.
+        task: A suite task (``hard-0.12``, ``paper-0.05``, ``trl-gao``, ...).
+        seeds: Test seeds; NoStop and the reference play the same ones.
+        prices: Factors of the suite's GPU-hour price.
+        n_jobs: Jobs per episode (default: the task's).
+        curves: The corpus of a corpus task (``micro-rlhf``).
+        name: Its display name (default: its class name or spec).
+
+    Returns:
+        One :class:`ScoreRow` per price: the score against :class:`Reference`
+        (Bayes on synthetic tasks, the Oracle on corpus tasks) with its 95 % CI,
+        U − U0 with its CI, ΔJCT and the honest metrics.
+    """
+    if isinstance(policy, str):
+        spec = StopperSpec(name or policy, PolicySource(policy))
+    elif isinstance(policy, StopperSpec):
+        spec = policy
+    else:
+        shown = name or getattr(policy, "name", None) or type(policy).__name__
+        spec = StopperSpec(str(shown), _Given(policy))
+    seeds = list(seeds)
+    rows = []
+    for factor in prices:
+        kw = env_kwargs(task, factor, n_jobs, curves)
+        stoppers = [
+            Stopper(NOSTOP, "NoStop", NoStop()),
+            spec.build(task, kw),
+            reference_stopper(kw),
+        ]
+        rows.append(score_task(task, factor, kw, stoppers, seeds)[1])
+    return rows
+
+
+@dataclass(frozen=True)
+class _Given:
+    """A factory that hands out the one policy object it was given."""
+
+    policy: Policy
+
+    def __call__(self, task: str, kw: dict[str, Any]) -> Policy:
+        return self.policy
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    """Mean over the defined values (NaN, without a warning, when there are none)."""
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if len(x) else float("nan")
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    """``x`` with ``digits`` decimals ("–" for None or NaN)."""
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The suite table: one line per task and stopper, one score column per price.
+
+    ``rows``: :meth:`ScoreRow.as_dict` rows; a stopper is found by its kind, not its name.
+    """
+    factors = sorted({r["price_factor"] for r in rows})
+    head = ["task", "ref", "stopper"] + [f"score @ {f:g}× [95 % CI]" for f in factors]
+    head += [f"ΔJCT % @ {f:g}×" for f in factors]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    keyed = {(r["task"], _key(r), r["price_factor"]): r for r in rows}
+    seen: list[tuple[str, tuple[str, str]]] = []
+    for r in rows:
+        if (r["task"], _key(r)) not in seen:
+            seen.append((r["task"], _key(r)))
+    for task, key in seen:
+        first = keyed[(task, key, factors[0])]
+        cells = [task, first["reference"], first["stopper"]]
+        for f in factors:
+            r = keyed.get((task, key, f))
+            cells.append(
+                "–"
+                if r is None
+                else f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]"
+            )
+        for f in factors:
+            r = keyed.get((task, key, f))
+            cells.append("–" if r is None else fmt(r["delta_jct_pct"], 1))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+#: What a table of normalised scores means (E8.md, E7_scores.md, REPORT.md).
+SCORE_LEGEND = (
+    "Normalised score (U − U0) / (Uref − U0): 0 = NoStop keeping each run's best "
+    "checkpoint, 1 = the reference (`ref`: Bayes on synthetic tasks, the privileged "
+    "Oracle on real corpora); 95 % paired bootstrap CI over seeds. ΔJCT: mean JCT "
+    "against NoStop's."
+)
+
+
+def write_scores(
+    out: str | Path,
+    rows: Sequence[dict[str, Any]],
+    stem: str,
+    title: str,
+    figures: Sequence[Path] = (),
+) -> list[Path]:
+    """Write ``<stem>.csv`` (every column but ``stopper_kind``) and ``<stem>.md`` (the table, ``figures`` below it)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out / f"{stem}.csv", out / f"{stem}.md"
+    columns = [c for c in rows[0] if c != "stopper_kind"]
+    with atomic_open(csv_path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    atomic_write(
+        md_path,
+        f"# {title}\n\n{SCORE_LEGEND}\n\n"
+        + markdown_table(rows)
+        + "".join(f"\n![{p.stem}]({p.name})\n" for p in figures),
+    )
+    return [csv_path, md_path]
+
+
+def _key(r: dict[str, Any]) -> tuple[str, str]:
+    """A score row's stopper identity (:attr:`ScoreRow.key`) from its dict."""
+    kind = r["stopper_kind"]
+    return (kind, r["stopper"] if kind == EXTRA else "")

@@ -1,0 +1,106 @@
+"""Scoring your own stopper: one call (:func:`evalstop_experiments.score`) or one command."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+from gymnasium import spaces
+
+from baselines.policies import EvalStop
+from evalstop_cli.main import main
+from evalstop_experiments import ScoreRow, score, scoring
+from evalstop_experiments.experiments.suite import run_task
+from evalstop_gym import ConfigError
+
+USER_FILE = textwrap.dedent(
+    '''
+    import numpy as np
+
+    class Mine:
+        """Stop an RLHF run at half its progress: a stopper as a user writes one."""
+
+        name = "Mine"
+        seen = []
+
+        def reset(self):
+            pass
+
+        def check_observation_space(self, space):
+            type(self).seen.append(space)
+
+        def act(self, obs):
+            type(self).seen.append(sorted(obs))
+            return int(np.argmax(obs["job_type"]) == 2 and obs["progress"][0] >= 0.5)
+    '''
+)
+
+SMALL = {"seeds": range(2), "n_jobs": 20}
+
+
+@pytest.fixture
+def user_file(tmp_path: Path) -> Path:
+    path = tmp_path / "my_stopper.py"
+    path.write_text(USER_FILE)
+    return path
+
+
+def test_a_stopper_in_a_users_file_is_scored_in_one_call(user_file: Path) -> None:
+    rows = score(f"{user_file}:Mine", "hard-0.12", prices=(1.0, 2.0), **SMALL)
+    assert [type(r) for r in rows] == [ScoreRow, ScoreRow]
+    assert [r.price_factor for r in rows] == [1.0, 2.0]
+    for r in rows:
+        assert r.task == "hard-0.12" and r.reference is scoring.Reference.BAYES
+        assert r.stopper_kind == scoring.EXTRA and r.seeds == 2
+        assert math.isfinite(r.score) and r.score_lo <= r.score <= r.score_hi
+        assert r.u_minus_u0_lo <= r.u_minus_u0 <= r.u_minus_u0_hi
+        for honest in (
+            "fpr_rlhf",
+            "killed_healthy_gpu_hours",
+            "total_gpu_hours",
+            "regret_vs_oracle",
+        ):
+            assert math.isfinite(r.metrics[honest]), honest
+
+
+def test_the_stopper_sees_observations_and_a_copy_of_the_space_only(user_file: Path) -> None:
+    from evalstop_experiments.scoring import PolicySource
+
+    cls = PolicySource(f"{user_file}:Mine").load()
+    cls.seen.clear()
+    score(cls(), "hard-0.12", **SMALL)
+    assert isinstance(cls.seen[0], spaces.Dict)  # check_observation_space: a space, not the env
+    assert all(isinstance(x, spaces.Dict) or x == sorted(cls.seen[1]) for x in cls.seen)
+
+
+def test_score_is_the_suites_own_row() -> None:
+    """The public call and the suite give one stopper the same numbers (one path)."""
+    mine = score(EvalStop(2), "hard-0.12", **SMALL)[0]
+    suite = run_task("hard-0.12", 1.0, range(2), n_jobs=20)
+    row = next(r for r in suite if r.stopper_kind == scoring.EVALSTOP)
+    assert (mine.score, mine.score_lo, mine.score_hi) == (row.score, row.score_lo, row.score_hi)
+    assert mine.metrics == row.metrics
+
+
+def test_corpus_tasks_are_scored_against_the_oracle() -> None:
+    row = score(EvalStop(2), "trl-gao", seeds=range(2), n_jobs=10)[0]
+    assert row.reference is scoring.Reference.ORACLE and row.as_dict()["reference"] == "Oracle"
+
+
+@pytest.mark.parametrize("spec", ["nosuchmodule_xyz:Mine", "no-colon", "/nonexistent.py:Mine"])
+def test_a_bad_spec_fails_with_the_field_named(spec: str) -> None:
+    with pytest.raises(ConfigError, match="policy"):
+        score(spec, "hard-0.12", **SMALL)
+
+
+def test_benchmark_suite_scores_a_users_file(user_file: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    argv = ["benchmark", "--suite", "--tasks", "hard-0.12", "--seeds", "2", "--n-jobs", "20"]
+    assert main([*argv, "--policy", f"{user_file}:Mine", "--out", str(out)]) == 0
+    assert f"| hard-0.12 | Bayes | {user_file}:Mine |" in (out / "E8.md").read_text()
+    capsys.readouterr()
+    assert main([*argv, "--policy", f"{user_file}:Nope", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("evalstop-gym: error: policy")
