@@ -34,7 +34,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.training.domain_random import COMMON_WINDOW, checkpoints, domain_kwargs, mixture_tasks
+from baselines.training.domain_random import (
+    COMMON_WINDOW,
+    checkpoints,
+    domain_kwargs,
+    mixture_tasks,
+)
 from evalstop_gym.fileio import atomic_open, atomic_write
 
 from ..plan import Experiment, Plan, ReproduceOptions
