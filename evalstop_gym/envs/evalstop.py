@@ -8,42 +8,19 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..errors import ConfigError, check_real
-from ..sim.boundary import BOUNDARY_FIELDS
+from ..errors import ConfigError
 from ..sim.config import SimConfig
 from ..sim.engine import Simulator
 from ..sim.workloads import JOB_TYPES
+from .config import EvalStopConfig
 from .tables import continue_gains, field_widths, new_table, observation_rows
 
-REWARD_MODES: tuple[str, ...] = ("utility", "system")
-REWARD_TIMINGS: tuple[str, ...] = ("dense", "delayed")
-#: Upper bound of gpu_hour_price, time_cost and quality_weight: every reward stays finite
-#: for any cluster and trace SimConfig accepts.
-MAX_REWARD_WEIGHT = 1e3
 _EVAL_BOUND = 10.0
 _LOSS_BOUND = 10.0
 _BOUNDS = {"evals": (-_EVAL_BOUND, _EVAL_BOUND), "loss": (0.0, _LOSS_BOUND)}
 #: Observation rows are built lazily for blocks of this many jobs, so that a
 #: long trace replay does not hold every row of the episode at once.
 _ROW_BLOCK = 2048
-
-
-def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    """Validate ``obs_fields`` (a list or a comma-separated string) in whitelist order."""
-    if obs_fields is None:
-        return BOUNDARY_FIELDS
-    given = obs_fields
-    if isinstance(obs_fields, str):
-        obs_fields = [f.strip() for f in obs_fields.split(",") if f.strip()]
-    fields = list(obs_fields) if isinstance(obs_fields, list | tuple) else []
-    unknown = [f for f in fields if not isinstance(f, str) or f not in BOUNDARY_FIELDS]
-    if unknown or not fields or len(set(fields)) != len(fields):
-        raise ConfigError(
-            "obs_fields",
-            given,
-            f"a non-empty subset, without repeats, of the boundary fields {list(BOUNDARY_FIELDS)}",
-        )
-    return tuple(f for f in BOUNDARY_FIELDS if f in fields)
 
 
 #: The env's per-episode float lookups held as memoryviews (see _lookup).
@@ -197,11 +174,18 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              trace=None, trace_cluster=None, calibration="paper", curves=None,
              deliver="final", gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
              reward_timing="dense", pools=None, placement="first-fit", deprioritize=False,
-             costs="free", restore_h=None, eval_cost_h=None)
+             costs="free", restore_h=None, eval_cost_h=None, scheduler_options={})
     ```
 
+    These are the fields of `EvalStopConfig` (`evalstop_gym.envs.config`: the
+    simulator's `SimConfig`, then the env's own), the one place their defaults
+    and allowed values are written; `env_config=EvalStopConfig(...)` passes a
+    whole config instead (with `render_mode` only).  `env.env_config` is the
+    config in effect, `env.config` its `SimConfig`.
+
     `workload`: `heavy-rlhf`, `balanced` or `light-rlhf`.  `scheduler`: `fifo`,
-    `sjf-est`, `srtf-est`, `loss-aware`, `tiresias`.  `n_jobs`, `load`,
+    `sjf-est`, `srtf-est`, `loss-aware`, `tiresias`; `scheduler_options`: the
+    keyword arguments of its class (e.g. `{"window": 3}` for `loss-aware`).  `n_jobs`, `load`,
     `eval_noise`, `hack_fraction`: override the preset (None keeps it).
     `trace`: a CSV in the Philly format to replay (`n_jobs=None` replays all of
     it); `trace_cluster`: keep one virtual cluster.  `obs_fields`: a list or a
@@ -252,87 +236,37 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         "render_fps": 4,
     }
 
-    def __init__(
-        self,
-        workload: str = "heavy-rlhf",
-        scheduler: str = "srtf-est",
-        num_gpus: int = 64,
-        n_jobs: int | None = None,
-        load: float | None = None,
-        eval_noise: float | None = None,
-        hack_fraction: float | None = None,
-        eval_window: int | None = None,
-        obs_fields: str | list[str] | None = None,
-        reward: str = "utility",
-        trace: str | None = None,
-        trace_cluster: str | None = None,
-        calibration: str = "paper",
-        curves: str | None = None,
-        deliver: str = "final",
-        gpu_hour_price: float = 5e-4,
-        time_cost: float = 0.01,
-        quality_weight: float = 1.0,
-        render_mode: str | None = None,
-        reward_timing: str = "dense",
-        pools: dict[str, int] | str | None = None,
-        placement: str = "first-fit",
-        deprioritize: bool = False,
-        costs: str = "free",
-        restore_h: float | None = None,
-        eval_cost_h: float | None = None,
-    ) -> None:
-        """Build the env; every argument is described in the class docstring (Arguments)."""
-        self.config = SimConfig(
-            num_gpus=num_gpus,
-            workload=workload,
-            scheduler=scheduler,
-            calibration=calibration,
-            eval_noise=eval_noise,
-            hack_fraction=hack_fraction,
-            load=load,
-            n_jobs=n_jobs,
-            trace=trace,
-            trace_cluster=trace_cluster,
-            eval_window=eval_window,
-            curves=curves,
-            deliver=deliver,
-            pools=pools,
-            placement=placement,
-            costs=costs,
-            restore_h=restore_h,
-            eval_cost_h=eval_cost_h,
-        )
-        if not isinstance(deprioritize, bool):
-            raise ConfigError("deprioritize", deprioritize, "True or False")
-        if deprioritize and self.config.pools is not None:
-            raise ConfigError("deprioritize", deprioritize, "False with pools (not supported yet)")
-        if not isinstance(reward, str) or reward not in REWARD_MODES:
-            raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")
-        if not isinstance(reward_timing, str) or reward_timing not in REWARD_TIMINGS:
-            raise ConfigError("reward_timing", reward_timing, f"one of {list(REWARD_TIMINGS)}")
-        if reward_timing == "delayed" and reward != "utility":
-            raise ConfigError(
-                "reward_timing", reward_timing, "'dense' with reward='system' (paid as time passes)"
-            )
-        weights = [
-            check_real(name, value, 0.0, MAX_REWARD_WEIGHT)
-            for name, value in (
-                ("gpu_hour_price", gpu_hour_price),
-                ("time_cost", time_cost),
-                ("quality_weight", quality_weight),
-            )
-        ]
+    def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
+        """Build the env; every argument is described in the class docstring (Arguments).
+
+        ``kwargs`` are the fields of :class:`~evalstop_gym.envs.config.EvalStopConfig`
+        (the simulator's and the env's), or ``env_config=`` one such config.
+        """
+        if "env_config" in kwargs:
+            config = kwargs.pop("env_config")
+            if kwargs or not isinstance(config, EvalStopConfig):
+                raise ConfigError(
+                    "env_config", config, "an EvalStopConfig, and no other argument but render_mode"
+                )
+        else:
+            config = EvalStopConfig.from_kwargs(**kwargs)
         if render_mode is not None and (
             not isinstance(render_mode, str) or render_mode not in self.metadata["render_modes"]
         ):
             raise ConfigError(
                 "render_mode", render_mode, f"None or {self.metadata['render_modes']}"
             )
-        self.reward_mode = reward
-        self.reward_timing = reward_timing
-        self.gpu_hour_price, self.time_cost, self.quality_weight = weights
+        #: The env's whole config; ``config`` is its simulator part.
+        self.env_config = config
+        self.config: SimConfig = config.sim
+        self.reward_mode = config.reward
+        self.reward_timing = config.reward_timing
+        self.gpu_hour_price = config.gpu_hour_price
+        self.time_cost = config.time_cost
+        self.quality_weight = config.quality_weight
         self.render_mode = render_mode
-        self.obs_fields = parse_obs_fields(obs_fields)
+        self.obs_fields: tuple[str, ...] = config.obs_fields  # type: ignore[assignment]
+        self.deprioritize = deprioritize = config.deprioritize
         self.window = self.config.resolved_eval_window()
         k = self.config.resolved_calibration().evals_per_job
         w = self.window
@@ -345,7 +279,6 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         }
         self.observation_space = spaces.Dict({f: all_spaces[f] for f in self.obs_fields})
         self.action_space = spaces.Discrete(3 if deprioritize else 2)
-        self.deprioritize = deprioritize
         widths = field_widths(w, len(JOB_TYPES))
         self._slices: list[tuple[str, int, int]] = []
         start = 0
