@@ -280,7 +280,7 @@ class BayesStopper:
                 assumes at least: a measured eval carries noise of its own that the
                 config's ``eval_noise`` (extra noise, default 0) does not state.
         """
-        sim = config.sim
+        sim = config.sim_config
         noise = sim.eval_noise
         if sim.curves is not None:
             noise = max(noise or 0.0, real_curve_noise)

@@ -52,7 +52,7 @@ def test_the_bayes_ceiling_models_the_env_the_kwargs_build() -> None:
 
     env = EvalStopEnv(eval_noise=0.05)
     bayes = BayesStopper.from_env_kwargs({"eval_noise": 0.05})
-    sim = env.env_config.sim
+    sim = env.env_config.sim_config
     assert bayes.config == {
         "calibration": sim.calibration,
         "eval_noise": 0.05,

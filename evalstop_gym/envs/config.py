@@ -1,7 +1,7 @@
 """``EvalStopConfig``: everything that defines an ``EvalStop-v0`` env, validated once.
 
 The simulator's settings are a :class:`~evalstop_gym.sim.config.SimConfig`
-(the field ``sim``); this adds what the env layer decides: the observation's
+(the field ``sim_config``); this adds what the env layer decides: the observation's
 fields, the reward and the action set.  :meth:`EvalStopConfig.from_kwargs`
 takes the flat keyword arguments of ``gym.make("EvalStop-v0", **kwargs)``, and
 :func:`arguments` lists them with their types, defaults and allowed values:
@@ -55,7 +55,7 @@ class EvalStopConfig:
     """The simulator's config plus the env's observation, reward and action settings.
 
     Attributes:
-        sim: Everything that defines an episode except the seed (its fields
+        sim_config: Everything that defines an episode except the seed (its fields
             are ``gym.make`` arguments of the same names).
         obs_fields: Boundary fields to observe: a list or a comma-separated
             string; None (default) for all.  Held as a tuple in boundary order.
@@ -70,7 +70,7 @@ class EvalStopConfig:
         deprioritize: Offer action 2, deprioritise (not with pools).
     """
 
-    sim: SimConfig = field(default_factory=SimConfig)
+    sim_config: SimConfig = field(default_factory=SimConfig)
     obs_fields: str | list[str] | tuple[str, ...] | None = None
     reward: str = "utility"
     reward_timing: str = "dense"
@@ -81,11 +81,11 @@ class EvalStopConfig:
 
     def __post_init__(self) -> None:
         """Validate every field; raise :class:`ConfigError` naming the first bad one."""
-        if not isinstance(self.sim, SimConfig):
-            raise ConfigError("sim", self.sim, "a SimConfig")
+        if not isinstance(self.sim_config, SimConfig):
+            raise ConfigError("sim_config", self.sim_config, "a SimConfig")
         if not isinstance(self.deprioritize, bool):
             raise ConfigError("deprioritize", self.deprioritize, "True or False")
-        if self.deprioritize and self.sim.pools is not None:
+        if self.deprioritize and self.sim_config.pools is not None:
             raise ConfigError(
                 "deprioritize", self.deprioritize, "False with pools (not supported yet)"
             )
@@ -135,8 +135,8 @@ class Argument(NamedTuple):
 
 
 def _env_fields() -> list[dataclasses.Field[Any]]:
-    """The init fields of ``EvalStopConfig`` itself (all but ``sim``)."""
-    return [f for f in dataclasses.fields(EvalStopConfig) if f.init and f.name != "sim"]
+    """The init fields of ``EvalStopConfig`` itself (all but ``sim_config``)."""
+    return [f for f in dataclasses.fields(EvalStopConfig) if f.init and f.name != "sim_config"]
 
 
 def _sim_fields() -> list[dataclasses.Field[Any]]:
