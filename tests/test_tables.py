@@ -11,12 +11,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalstop_gym import SimConfig, Simulator
-from evalstop_gym.envs import cluster, core, evalstop, flat, vector, wrappers
+from evalstop_gym.envs import cluster, core, evalstop, flat, render, rewards, vector, wrappers
 from evalstop_gym.envs.core import SIMULATOR_SURFACE
 from evalstop_gym.sim.checkpoints import best_so_far, consecutive_declines
 
 #: Every module of the env layer that touches a simulator or another env's state.
-ENV_MODULES: tuple[ModuleType, ...] = (core, evalstop, vector, cluster, flat, wrappers)
+ENV_MODULES: tuple[ModuleType, ...] = (
+    core,
+    rewards,
+    render,
+    evalstop,
+    vector,
+    cluster,
+    flat,
+    wrappers,
+)
 
 # Small integer grids make ties (and hence the strict comparisons) frequent.
 curves = st.integers(1, 6).flatmap(

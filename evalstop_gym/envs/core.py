@@ -5,6 +5,7 @@ per-episode tables (observation rows, rewards): ``reset_row`` draws an episode
 and returns the first observation row, ``step_row`` applies a decision and
 returns the next row and the reward.  A row is one float32 vector, the
 observed fields side by side as :class:`ObservationLayout` places them.
+The reward is its mode's object (:mod:`evalstop_gym.envs.rewards`).
 ``EvalStopEnv`` (the Gymnasium face), the batched ``EvalStopVectorEnv`` and the
 epoch-stepping ``EvalStopClusterEnv`` all drive cores, so the dynamics exist
 once.  The core knows no Gymnasium API beyond the observation space its
@@ -24,7 +25,8 @@ from gymnasium import spaces
 from ..sim.engine import Simulator
 from ..sim.workloads import JOB_TYPES
 from .config import EvalStopConfig
-from .tables import continue_gains, field_widths, new_table, observation_rows
+from .rewards import Reward, make_reward
+from .tables import field_widths, new_table, observation_rows
 
 _EVAL_BOUND = 10.0
 _LOSS_BOUND = 10.0
@@ -77,14 +79,6 @@ SIMULATOR_SURFACE: frozenset[str] = frozenset(
         "cluster_metrics",
     }
 )
-
-#: The core's per-episode float lookups held as memoryviews (see _lookup).
-_LOOKUPS = ("_true", "_gains", "_costs", "_step_costs")
-
-
-def _lookup(values: np.ndarray) -> memoryview:
-    """A float64 table as a memoryview: ``view[j, i]`` (or ``view[j]``) is a Python float."""
-    return memoryview(np.ascontiguousarray(values, dtype=np.float64))
 
 
 class ObservationLayout:
@@ -155,43 +149,14 @@ class EpisodeCore:
         """A core for episodes of ``config``; ``reset_row`` starts the first one."""
         self.config = config
         self.layout = ObservationLayout.of(config)
-        self.reward_mode = config.reward
-        self.reward_timing = config.reward_timing
-        self.gpu_hour_price = config.gpu_hour_price
-        self.time_cost = config.time_cost
-        self.quality_weight = config.quality_weight
         self.sim: Simulator | None = None
-        # Per-episode lookups, read one scalar at a time: memoryviews of float64
-        # arrays (t[j, i] is a Python float), made in no time where nested lists
-        # cost a Python float per element at every reset.
-        self._true: memoryview | None = None
+        #: The episode's reward (its mode's object, with the return's components).
+        self.reward: Reward | None = None
         self.jid: int | None = None
         self.ckpt = 0
         self._blocks: list[np.ndarray | None] = []
         #: Observation tables by block, kept across episodes (see _build_block).
         self._tables: dict[int, np.ndarray] = {}
-        self._gains: memoryview | None = None
-        self._costs: memoryview | None = None
-        self._step_costs: memoryview | None = None
-        self._last_jobs_area = 0.0
-        self._n_delivered = 0
-        # The return's components, accumulated step by step.
-        self._quality = self._gpu_cost = self._time_in_system = 0.0
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The core's state for pickle and deepcopy: each lookup memoryview as its array."""
-        state = self.__dict__.copy()
-        for name in _LOOKUPS:
-            if state.get(name) is not None:
-                state[name] = state[name].obj
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Restore a pickled core, making its lookup memoryviews again."""
-        for name in _LOOKUPS:
-            if state.get(name) is not None:
-                state[name] = memoryview(state[name])
-        self.__dict__.update(state)
 
     def reset_row(self, np_random: np.random.Generator) -> np.ndarray:
         """Start an episode drawn from ``np_random``; return the first observation row (no copy)."""
@@ -200,45 +165,16 @@ class EpisodeCore:
         sim_seed = int(np_random.integers(0, 2**63 - 1))
         # The last episode's objects are freed first, so that the new one's allocations
         # reuse their (recently touched) memory.
-        self.sim = self._gains = self._costs = self._step_costs = self._true = None
+        self.sim = self.reward = None
         sim = self.sim = Simulator(self.config.sim_config, sim_seed)
-        self._build_tables(sim)
-        self._last_jobs_area = 0.0
-        self._n_delivered = 0
-        # The return's components, accumulated step by step.
-        self._quality = self._gpu_cost = self._time_in_system = 0.0
+        reward = self.reward = make_reward(self.config, sim)
+        self._blocks = [None] * (-(-len(sim.batch) // ROW_BLOCK))
         jid = self.jid = sim.next_decision()
         if jid is None:  # pragma: no cover - every job has >= 1 decision
             raise RuntimeError("the episode has no decision to make")
         self.ckpt = sim.decision_checkpoint
-        if self.reward_mode == "system":
-            self._collect_system_reward()  # time before the first decision is not the agent's
-            self._time_in_system = self._quality = 0.0
+        reward.begin()
         return self.row(jid, self.ckpt)
-
-    def _build_tables(self, sim: Simulator) -> None:
-        """Per-episode lookups (see :mod:`evalstop_gym.envs.tables`)."""
-        c, b = sim.curves, sim.batch
-        # The reward mode, read once per episode instead of twice per step.
-        self._dense_utility = self.reward_mode == "utility" and self.reward_timing == "dense"
-        if self.reward_mode == "system" or self.reward_timing == "delayed":
-            self._true = _lookup(c.true_eval)  # read at each job's end
-        self._blocks = [None] * (-(-len(b) // ROW_BLOCK))
-        if self.reward_mode == "utility":
-            self._gains = _lookup(
-                continue_gains(c.true_eval, sim.best_observed, deliver_best=sim.deliver_best)
-            )
-            k = c.obs_eval.shape[1]
-            # The same float operations, in the same order, as price * gpus * T / K.
-            self._costs = _lookup(self.gpu_hour_price * b.gpus * b.duration_h / k)
-            # With step-time jitter an interval costs its own share of the run.
-            self._step_costs = None
-            if sim.step_frac is not None:
-                frac = np.asarray(sim.step_frac)
-                share = np.diff(frac, axis=1, append=frac[:, -1:])
-                self._step_costs = _lookup(
-                    self.gpu_hour_price * (b.gpus * b.duration_h)[:, None] * share
-                )
 
     def step_row(self, stop: bool | int) -> tuple[np.ndarray | None, float]:
         """Apply a decision; return the next observation row (no copy; None at the end) and the reward.
@@ -252,29 +188,18 @@ class EpisodeCore:
         jid = self.jid
         if jid is None:
             raise RuntimeError("step() called after the episode ended: call env.reset()")
-        dense = self._dense_utility
-        if not dense:
+        pay = self.reward
+        assert pay is not None
+        dense = pay.dense
+        if not dense or stop == 1:
+            # A stopped job's value is what earlier decisions already paid.
             reward = 0.0
-        elif stop == 1:
-            reward = 0.0  # the job's value is what earlier decisions already paid
         else:
-            # V_{i+1} - V_i of continuing (EvalStopEnv's docstring), tabulated at
-            # reset: checkpoints are drawn when the episode is built, so the
-            # simulator knows them; the agent does not.
-            gain = self._gains[jid, self.ckpt - 1]  # type: ignore[index]
-            step_costs = self._step_costs
-            cost = self._costs[jid] if step_costs is None else step_costs[jid, self.ckpt - 1]  # type: ignore[index]
-            self._quality += gain
-            self._gpu_cost -= cost
-            reward = gain - cost
+            reward = pay.continue_value(jid, self.ckpt)
         sim.decide(stop)
         jid = self.jid = sim.next_decision()
         if not dense:
-            reward = (
-                self._collect_system_reward()
-                if self.reward_mode == "system"
-                else self._collect_delayed_utility()
-            )
+            reward = pay.collect()
         if jid is None:
             return None, reward
         ckpt = self.ckpt = sim.decision_checkpoint
@@ -282,42 +207,6 @@ class EpisodeCore:
         if block is None:
             block = self._build_block(jid // ROW_BLOCK)
         return block[jid % ROW_BLOCK, ckpt - 1], reward
-
-    def _collect_delayed_utility(self) -> float:
-        """``reward_timing="delayed"``: each job that left pays its whole V_end - V_1 now.
-
-        The same per-job sum the dense reward pays over the job's decisions (the
-        closed form of EvalStopEnv's docstring), paid once the job is finished or
-        stopped, so no reward depends on a checkpoint the agent has not yet observed.
-        """
-        sim = self.sim
-        assert sim is not None
-        gain = cost = 0.0
-        true = self._true
-        ended = sim.finished_since(self._n_delivered)
-        for jid in ended:
-            job = sim.job(jid)
-            gain += true[jid, sim.delivered_checkpoint(jid)] - true[jid, 0]  # type: ignore[index]
-            first = job.duration * sim.work_fraction(jid, 1)
-            cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
-        self._n_delivered += len(ended)
-        self._quality += gain
-        self._gpu_cost -= cost
-        return gain - cost
-
-    def _collect_system_reward(self) -> float:
-        sim = self.sim
-        assert sim is not None
-        area = sim.jobs_area - self._last_jobs_area
-        self._last_jobs_area = sim.jobs_area
-        quality = 0.0
-        ended = sim.finished_since(self._n_delivered)
-        for jid in ended:
-            quality += self._true[jid, sim.delivered_checkpoint(jid)]  # type: ignore[index]
-        self._n_delivered += len(ended)
-        self._time_in_system -= self.time_cost * area
-        self._quality += self.quality_weight * quality
-        return -self.time_cost * area + self.quality_weight * quality
 
     def row(self, jid: int, ckpt: int) -> np.ndarray:
         """Job ``jid``'s tabulated observation row after checkpoint ``ckpt`` (a view: copy it)."""
@@ -389,11 +278,8 @@ class EpisodeCore:
         if self.config.deprioritize or any(self.config.sim_config.resolved_costs()):
             # Only then: the default env's metric keys are pinned by the golden fixture.
             m.update((k, None if v != v else v) for k, v in sim.cluster_metrics().items())
-        parts = {
-            "quality": self._quality,
-            "gpu_cost": self._gpu_cost,
-            "time_in_system": self._time_in_system,
-        }
+        assert self.reward is not None
+        parts = self.reward.parts()
         for k, v in parts.items():
             m[f"return_{k}"] = float(v)
         m["return"] = float(sum(parts.values()))
