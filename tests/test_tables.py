@@ -7,13 +7,15 @@ import inspect
 from types import ModuleType
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalstop_gym import SimConfig, Simulator
+from evalstop_gym import KDeclineRule, SimConfig, Simulator
 from evalstop_gym.envs import cluster, core, evalstop, flat, render, rewards, vector, wrappers
 from evalstop_gym.envs.core import SIMULATOR_SURFACE
 from evalstop_gym.sim.checkpoints import best_so_far, consecutive_declines
+from evalstop_gym.sim.utility import delivered_quality, stop_values
 
 #: Every module of the env layer that touches a simulator or another env's state.
 ENV_MODULES: tuple[ModuleType, ...] = (
@@ -96,3 +98,18 @@ def test_env_modules_read_no_other_objects_private_members() -> None:
             and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
         ]
         assert private == []
+
+
+@pytest.mark.parametrize("deliver", ["final", "best"])
+def test_delivered_quality_is_what_the_simulator_delivers(deliver: str) -> None:
+    sim = Simulator(SimConfig(n_jobs=30, deliver=deliver), 3)
+    sim.run(KDeclineRule(2))
+    c = sim.curves
+    q = delivered_quality(c.true_eval, sim.best_observed, sim.deliver_best)
+    for jid in range(sim.n_jobs):
+        assert (
+            q[jid, sim.checkpoints_done(jid) - 1] == c.true_eval[jid, sim.delivered_checkpoint(jid)]
+        )
+    # stop_values' quality part is the same table (price 0), from the observed evals alone.
+    zero = stop_values(c.true_eval, c.obs_eval, np.ones(sim.n_jobs), 0.0, sim.deliver_best)
+    np.testing.assert_array_equal(zero, q)

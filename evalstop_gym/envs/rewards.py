@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ..sim.engine import Simulator
+from ..sim.utility import continue_gains, delivered_quality
 from .config import EvalStopConfig
-from .tables import continue_gains
 
 
 def _lookup(values: np.ndarray) -> memoryview:
@@ -135,24 +135,28 @@ class DelayedUtility(Reward):
     checkpoint the agent has not yet observed.
     """
 
-    _lookups = ("_true",)
+    _lookups = ("_delivered",)
 
     def __init__(self, sim: Simulator, gpu_hour_price: float) -> None:
         """Pay jobs of ``sim`` as they leave, at ``gpu_hour_price`` per GPU-hour."""
         super().__init__(sim)
         self.gpu_hour_price = gpu_hour_price
-        self._true = _lookup(sim.curves.true_eval)
+        # V_i's quality part (sim.utility), column i - 1: a job ends after its
+        # checkpoints_done, and column 0 is checkpoint 1's own score.
+        self._delivered = _lookup(
+            delivered_quality(sim.curves.true_eval, sim.best_observed, sim.deliver_best)
+        )
         self._n_ended = 0
 
     def collect(self) -> float:
         """The utility of the jobs that left since the previous call."""
         sim = self.sim
         gain = cost = 0.0
-        true = self._true
+        delivered = self._delivered
         ended = sim.finished_since(self._n_ended)
         for jid in ended:
             job = sim.job(jid)
-            gain += true[jid, sim.delivered_checkpoint(jid)] - true[jid, 0]
+            gain += delivered[jid, sim.checkpoints_done(jid) - 1] - delivered[jid, 0]
             first = job.duration * sim.work_fraction(jid, 1)
             cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
         self._n_ended += len(ended)
