@@ -1,4 +1,4 @@
-"""``EvalStop-v0``: the Gymnasium environment, a thin layer over the simulator."""
+"""``EvalStop-v0``: the Gymnasium face (spaces, reset and step, the manual) over an ``EpisodeCore``."""
 
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `load` 0.001 to 1000, `eval_noise` 0 to 10, `eval_window` 1 to K,
     `gpu_hour_price`, `time_cost`, `quality_weight` 0 to 1000; integers may be
     NumPy integers, never bools.  Anything else raises `ConfigError` naming the
-    argument, the value and what is allowed.
+    argument, the value and what is allowed; so does an unknown argument.
     `deliver`: `final` (the paper's setting) or `best` (a job that runs to the end
     also delivers its best observed checkpoint; the benchmark suite's setting).
 
