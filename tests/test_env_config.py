@@ -14,10 +14,14 @@ from evalstop_gym.envs.config import arguments
 
 def test_an_unknown_argument_is_refused_in_one_line_with_a_suggestion() -> None:
     with pytest.raises(ConfigError) as e:
-        gym.make("EvalStop-v0", eval_nosie=0.1)
+        EvalStopEnv(eval_nosie=0.1)
     text = str(e.value)
     assert "\n" not in text and "did you mean 'eval_noise'?" in text
     assert e.value.field == "eval_nosie"
+    # Also Python's TypeError, worded as Python words it: libraries that try an optional
+    # argument and fall back on that error (TorchRL's frameskip) keep working.
+    with pytest.raises(TypeError, match="got an unexpected keyword argument 'frameskip'"):
+        gym.make("EvalStop-v0", frameskip=1)
 
 
 def test_scheduler_options_reach_the_scheduler_through_gym_make() -> None:

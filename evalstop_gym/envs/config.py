@@ -50,6 +50,22 @@ def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tu
     return tuple(f for f in BOUNDARY_FIELDS if f in fields)
 
 
+class UnknownArgumentError(ConfigError, TypeError):
+    """A keyword argument ``EvalStop-v0`` does not have.
+
+    Also a ``TypeError`` with Python's own wording ("got an unexpected keyword
+    argument"): libraries that try an optional argument and fall back on that
+    error (TorchRL's ``GymEnv`` tries ``frameskip``) keep working.
+    """
+
+    def __init__(self, message: str, field: str = "", value: Any = None) -> None:
+        """The message alone, as ``TypeError`` takes it (Gymnasium's ``make`` re-raises it so)."""
+        Exception.__init__(self, message)
+        self.field = field
+        self.value = value
+        self.allowed = "an argument of EvalStop-v0"
+
+
 @dataclass(frozen=True)
 class EvalStopConfig:
     """The simulator's config plus the env's observation, reward and action settings.
@@ -115,10 +131,11 @@ class EvalStopConfig:
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ConfigError(
+                raise UnknownArgumentError(
+                    f"EvalStop-v0 got an unexpected keyword argument {name!r}{hint}; "
+                    f"its arguments are {list(known)} and render_mode",
                     name,
                     value,
-                    f"not an argument of EvalStop-v0{hint}; they are {list(known)} and render_mode",
                 )
         sim = {k: v for k, v in kwargs.items() if known[k]}
         env = {k: v for k, v in kwargs.items() if not known[k]}
