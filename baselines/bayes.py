@@ -25,8 +25,10 @@ stopping after a later checkpoint m about max(mu_h[b], max_{i<j<=m} mu_h[j])
 the price of the m - i checkpoints in between at the job type's expected
 GPU-hours.  It continues iff some m > i has a higher posterior expectation
 than stopping now: a multi-step, open-loop look-ahead, which includes the
-one-step one.  The noise of the future evals that choose the delivered
-checkpoint is not modelled, so it slightly overrates continuing.
+one-step one.  The delivered checkpoint is the best *observed* one, so the
+future evals that choose it are simulated with the task's noise (common
+draws around each hypothesis's mean curve, :meth:`BayesStopper._delivered`);
+the look-ahead stays open-loop (it does not re-decide after those evals).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.boundary import JobView
 from evalstop_gym.sim.calibration import Calibration, get_calibration
@@ -53,6 +56,9 @@ MODEL_JITTER = 0.01
 TOP_HYPOTHESES = 32
 #: Simulated futures per hypothesis (common random numbers, fixed at construction).
 FUTURES = 24
+#: On real curves, the eval noise the model assumes at least (the suite's level): the
+#: measured eval has noise of its own, which the env's ``eval_noise`` does not state.
+REAL_CURVE_NOISE = 0.05
 
 
 def _uniform_moments(lo_hi: tuple[float, float]) -> tuple[float, float]:
@@ -236,25 +242,55 @@ class BayesStopper:
     @classmethod
     def for_task(cls, name: str, price_factor: float = 1.0) -> BayesStopper:
         """The stopper of a named suite task (``evalstop_gym.suite_task``), at a price multiple."""
-        from evalstop_gym.suite import suite_task
+        from evalstop_gym.suite import suite_config
 
-        kw = suite_task(name)
-        return cls.from_env_kwargs(kw, price_factor)
+        return cls.from_config(suite_config(name), price_factor)
 
     @classmethod
-    def from_env_kwargs(cls, kw: Mapping[str, Any], price_factor: float = 1.0) -> BayesStopper:
-        """The stopper of an environment built with ``kw`` (its documented settings only)."""
-        noise = kw.get("eval_noise")
-        if kw.get("curves") is not None:
-            # On real curves the measured eval has its own noise: assume the suite's level.
-            noise = max(noise or 0.0, kw.get("model_noise", 0.05))
+    def from_env_kwargs(
+        cls,
+        kw: Mapping[str, Any],
+        price_factor: float = 1.0,
+        *,
+        real_curve_noise: float = REAL_CURVE_NOISE,
+    ) -> BayesStopper:
+        """The stopper of an environment built with ``kw`` (its documented settings only).
+
+        Every setting the env leaves at its default is read from
+        :class:`~evalstop_gym.envs.config.EvalStopConfig`, so the stopper models
+        the task the env runs.
+        """
+        config = EvalStopConfig.from_kwargs(**kw)
+        return cls.from_config(config, price_factor, real_curve_noise=real_curve_noise)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: EvalStopConfig,
+        price_factor: float = 1.0,
+        *,
+        real_curve_noise: float = REAL_CURVE_NOISE,
+    ) -> BayesStopper:
+        """The stopper of an environment built from ``config``, at a price multiple.
+
+        Args:
+            config: The env's config (``env.env_config``).
+            price_factor: Multiple of the config's ``gpu_hour_price``.
+            real_curve_noise: With ``curves`` (real runs), the eval noise the model
+                assumes at least: a measured eval carries noise of its own that the
+                config's ``eval_noise`` (extra noise, default 0) does not state.
+        """
+        sim = config.sim_config
+        noise = sim.eval_noise
+        if sim.curves is not None:
+            noise = max(noise or 0.0, real_curve_noise)
         return cls(
-            calibration=kw.get("calibration", "paper"),
+            calibration=sim.calibration,
             eval_noise=noise,
-            gpu_hour_price=kw.get("gpu_hour_price", 5e-4) * price_factor,
-            workload=kw.get("workload", "heavy-rlhf"),
-            deliver=kw.get("deliver", "final"),
-            hack_fraction=kw.get("hack_fraction"),
+            gpu_hour_price=config.gpu_hour_price * price_factor,
+            workload=sim.workload,
+            deliver=sim.deliver,
+            hack_fraction=sim.hack_fraction,
         )
 
     def reset(self) -> None:

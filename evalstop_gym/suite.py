@@ -27,11 +27,14 @@ good as any detector.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .sim.calibration import CALIBRATIONS, get_calibration
 from .sim.workloads import RLHF, get_workload
+
+if TYPE_CHECKING:
+    from .envs.config import EvalStopConfig
 
 #: The suite's price of a GPU-hour in eval units (see :func:`price_rule`).
 SUITE_PRICE = 1.2e-3
@@ -115,3 +118,15 @@ def suite_task(name: str, curves: str | None = None) -> dict[str, Any]:
         raise ConfigError("task", name, f"{allowed} and sigma a finite number >= 0")
     kw.update(calibration=cal, eval_noise=noise)
     return kw
+
+
+def suite_config(name: str, curves: str | None = None) -> EvalStopConfig:
+    """The named task's whole env config: :func:`suite_task`'s kwargs, every default resolved.
+
+    What a model of the task (``BayesStopper.for_task``) reads, so that it and
+    the env see the same settings, the env's defaults included.
+    """
+    # Imported here: ``import evalstop_gym`` does not load the env classes.
+    from .envs.config import EvalStopConfig
+
+    return EvalStopConfig.from_kwargs(**suite_task(name, curves))

@@ -58,11 +58,24 @@ def test_bad_numbers_are_refused_naming_the_flag(argv, message, capsys) -> None:
 
 
 def test_every_env_argument_is_a_flag_with_a_type_from_its_annotation() -> None:
-    hints = typing.get_type_hints(EvalStopEnv.__init__)
-    for name in env_parameters():
-        kind, optional = flag_type(hints[name])
-        assert kind in (str, int, float, bool)
-        assert optional == (type(None) in typing.get_args(hints[name]))
+    for p in env_parameters().values():
+        kind, optional = flag_type(p.annotation)
+        assert kind in (str, int, float, bool, dict)
+        assert optional == (type(None) in typing.get_args(p.annotation))
+    # Every flag is an argument of the env, with the env's own default.
+    defaults = {name: p.default for name, p in env_parameters().items()}
+    assert EvalStopEnv(**defaults).env_config == EvalStopEnv().env_config
+
+
+def test_scheduler_options_take_a_json_object(capsys) -> None:
+    got = _parse("--scheduler", "loss-aware", "--scheduler-options", '{"window": 3}')
+    assert got == {"scheduler": "loss-aware", "scheduler_options": {"window": 3}}
+    env = EvalStopEnv(n_jobs=10, **got)
+    env.reset(seed=0)
+    assert env.config.make_scheduler().window == 3
+    with pytest.raises(SystemExit):
+        _parse("--scheduler-options", "[3]")
+    assert "--scheduler-options takes a JSON object" in capsys.readouterr().err
     assert flag_type(int | None) == (int, True)
     assert flag_type(str | list[str] | None) == (str, True)
     assert flag_type(float) == (float, False)

@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 import evalstop_gym  # noqa: F401  (registers the envs)
 from baselines import Deprioritize, EvalStop, LossPlateau, NoStop, StopAtProgress, run_episode
 from evalstop_gym.envs import EvalStopClusterEnv, per_job_actions
-from evalstop_gym.envs import evalstop as evalstop_module
+from evalstop_gym.envs import core as core_module
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.engine import Simulator
 
@@ -95,7 +95,7 @@ def test_simultaneous_checkpoints_form_one_epoch(monkeypatch: pytest.MonkeyPatch
     def hand_simulator(config, seed, **kw):  # type: ignore[no-untyped-def]
         return Simulator(config, seed, jobs=jobs, **kw)
 
-    monkeypatch.setattr(evalstop_module, "Simulator", hand_simulator)
+    monkeypatch.setattr(core_module, "Simulator", hand_simulator)
     env = EvalStopClusterEnv(num_gpus=16, max_jobs=4, scheduler="fifo")
     obs, info = env.reset(seed=0)
     assert info["epoch_jobs"] == 2 and obs["decide"].tolist() == [1, 1, 0, 0]

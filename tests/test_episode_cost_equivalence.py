@@ -17,11 +17,11 @@ import reference_metrics as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalstop_gym.envs.tables import continue_gains
 from evalstop_gym.sim.checkpoints import best_so_far, checkpoint_tables
 from evalstop_gym.sim.config import SimConfig
 from evalstop_gym.sim.engine import Simulator
 from evalstop_gym.sim.metrics import EpisodeRecord, episode_metrics
+from evalstop_gym.sim.utility import continue_gains
 from evalstop_gym.sim.workloads import (
     DEFAULT_PROFILES,
     WORKLOADS,

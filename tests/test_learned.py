@@ -284,7 +284,7 @@ def test_recurrent_ppo_keeps_each_jobs_lstm_state_across_interleaved_cluster_ste
     threads: dict[int, tuple] = {}
     done, last, resumed_after_other = False, None, 0
     while not done:
-        jid = env._jid
+        jid = env.core.jid
         resumed_after_other += jid in threads and last != jid
         state = threads.get(jid)
         want, threads[jid] = res.model.predict(

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
-import re
+from types import ModuleType
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import evalstop_gym.envs.evalstop as env_module
+from evalstop_gym import KDeclineRule, SimConfig, Simulator
+from evalstop_gym.envs import cluster, core, evalstop, flat, render, rewards, vector, wrappers
+from evalstop_gym.envs.core import SIMULATOR_SURFACE
 from evalstop_gym.sim.checkpoints import best_so_far, consecutive_declines
+from evalstop_gym.sim.utility import delivered_quality, stop_values
+
+#: Every module of the env layer that touches a simulator or another env's state.
+ENV_MODULES: tuple[ModuleType, ...] = (
+    core,
+    rewards,
+    render,
+    evalstop,
+    vector,
+    cluster,
+    flat,
+    wrappers,
+)
 
 # Small integer grids make ties (and hence the strict comparisons) frequent.
 curves = st.integers(1, 6).flatmap(
@@ -47,8 +64,52 @@ def test_tables_match_the_engine_rule(rows: list[list[float]]) -> None:
         assert dec[j].tolist() == d
 
 
-def test_env_uses_only_the_simulators_public_api() -> None:
-    source = inspect.getsource(env_module)
-    assert not re.search(r"sim\._\w", source)
-    for name in (r"\bckpt_done\b", r"\bbest_idx\b", r"\bfinished_order\b", r"sim\.jobs\b"):
-        assert not re.search(name, source), name
+def _attributes(module: ModuleType) -> list[ast.Attribute]:
+    return [
+        n for n in ast.walk(ast.parse(inspect.getsource(module))) if isinstance(n, ast.Attribute)
+    ]
+
+
+def _is_simulator(node: ast.expr) -> bool:
+    """``sim``, or ``<anything>.sim``: how the env modules name the simulator."""
+    return (isinstance(node, ast.Name) and node.id == "sim") or (
+        isinstance(node, ast.Attribute) and node.attr == "sim"
+    )
+
+
+def test_env_modules_read_the_simulator_only_through_its_named_surface() -> None:
+    for module in ENV_MODULES:
+        used = {n.attr for n in _attributes(module) if _is_simulator(n.value)}
+        assert used <= SIMULATOR_SURFACE, (module.__name__, sorted(used - SIMULATOR_SURFACE))
+    # The surface is the simulator's own, public and present during an episode.
+    sim = Simulator(SimConfig(n_jobs=5, deliver="best"), 0)
+    sim.next_decision()
+    for name in SIMULATOR_SURFACE:
+        assert not name.startswith("_") and hasattr(sim, name), name
+
+
+def test_env_modules_read_no_other_objects_private_members() -> None:
+    for module in ENV_MODULES:
+        private = [
+            f"{module.__name__}:{n.lineno} .{n.attr}"
+            for n in _attributes(module)
+            if n.attr.startswith("_")
+            and not n.attr.startswith("__")
+            and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
+        ]
+        assert private == []
+
+
+@pytest.mark.parametrize("deliver", ["final", "best"])
+def test_delivered_quality_is_what_the_simulator_delivers(deliver: str) -> None:
+    sim = Simulator(SimConfig(n_jobs=30, deliver=deliver), 3)
+    sim.run(KDeclineRule(2))
+    c = sim.curves
+    q = delivered_quality(c.true_eval, sim.best_observed, sim.deliver_best)
+    for jid in range(sim.n_jobs):
+        assert (
+            q[jid, sim.checkpoints_done(jid) - 1] == c.true_eval[jid, sim.delivered_checkpoint(jid)]
+        )
+    # stop_values' quality part is the same table (price 0), from the observed evals alone.
+    zero = stop_values(c.true_eval, c.obs_eval, np.ones(sim.n_jobs), 0.0, sim.deliver_best)
+    np.testing.assert_array_equal(zero, q)

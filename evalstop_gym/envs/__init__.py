@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .cluster import EvalStopClusterEnv, per_job_actions
+from .config import EvalStopConfig
 from .evalstop import EvalStopEnv
 from .flat import EvalStopFlatEnv
 from .vector import EvalStopVectorEnv
@@ -11,6 +12,7 @@ from .wrappers import EpisodeMetricsInfo
 __all__ = [
     "EpisodeMetricsInfo",
     "EvalStopClusterEnv",
+    "EvalStopConfig",
     "EvalStopEnv",
     "EvalStopFlatEnv",
     "EvalStopVectorEnv",

@@ -99,6 +99,8 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise ConfigError("max_jobs", max_jobs, f"an integer in [1, {MAX_SLOTS}]")
         self.max_jobs = n = int(max_jobs)
         self.inner = EvalStopEnv(deprioritize=True, **env_kwargs)
+        #: The inner env's episode core: the epochs step it decision by decision.
+        self.core = core = self.inner.core
         self.config = self.inner.config
         g = float(self.config.num_gpus)
         job_spaces = self.inner.observation_space.spaces
@@ -116,7 +118,7 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self.action_space = spaces.MultiDiscrete(np.full(n, 3, dtype=np.int64))
         self._epoch: list[int] = []  # jobs deciding now, in event order
         #: Column of the job-type one-hot in a job's row (-1 without job_type).
-        self._type_col = next((a for f, a, _ in self.inner._slices if f == "job_type"), -1)
+        self._type_col = next((a for f, a, _ in core.layout.slices if f == "job_type"), -1)
         self._obs: dict[str, np.ndarray] | None = None
 
     # ----------------------------------------------------------------- gym API
@@ -125,10 +127,9 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draw the episode ``EvalStop-v0`` draws from ``seed``; run to the first epoch."""
         super().reset(seed=seed)
-        # Share the generator: the inner env then draws exactly what EvalStop-v0 would.
-        self.inner.np_random = self.np_random
-        self.inner._reset_row()
-        sim = self.inner.sim
+        # This env's generator: the core then draws exactly what EvalStop-v0 would.
+        self.core.reset_row(self.np_random)
+        sim = self.core.sim
         assert sim is not None
         self._epoch = sim.simultaneous_checkpoints()
         return self._observe(), self._info(0)
@@ -143,18 +144,18 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise RuntimeError("step() called after the episode ended: call env.reset()")
         act = self._parse_action(action)
         decisions = {jid: int(act[i]) for i, jid in enumerate(self._epoch[: self.max_jobs])}
-        inner, total, n = self.inner, 0.0, 0
-        while inner._jid is not None and inner._jid in decisions:
-            a = decisions.pop(inner._jid)
-            _, reward = inner._step_row(a if a == 2 else a == 1)
+        core, total, n = self.core, 0.0, 0
+        while core.jid is not None and core.jid in decisions:
+            a = decisions.pop(core.jid)
+            _, reward = core.step_row(a if a == 2 else a == 1)
             total += reward
             n += 1
-        sim = inner.sim
+        sim = core.sim
         assert sim is not None
         self._epoch = sim.simultaneous_checkpoints()
         info = self._info(n)
-        if inner._jid is None:
-            info["episode_metrics"] = inner._info_metrics()
+        if core.jid is None:
+            info["episode_metrics"] = core.info_metrics()
             return self._observe(), total, True, False, info
         return self._observe(), total, False, False, info
 
@@ -186,16 +187,17 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         Built in two fresh buffers: the slot fields (5, N) and the jobs' rows
         (N, row width), each observation key a view of one of them.
         """
-        sim, inner, n = self.inner.sim, self.inner, self.max_jobs
+        core, n = self.core, self.max_jobs
+        sim, layout = core.sim, core.layout
         assert sim is not None
         head = np.zeros(2 + len(SLOT_FIELDS) * n, np.float32)
         slots = head[2:].reshape(len(SLOT_FIELDS), n)
-        rows = np.zeros((n, inner._row_width), np.float32)
+        rows = np.zeros((n, layout.width), np.float32)
         obs = {"free_gpus": head[0:1], "queue_length": head[1:2]}
         obs.update(zip(SLOT_FIELDS, slots))
-        obs.update((f, rows[:, a:b]) for f, a, b in inner._slices)
+        obs.update((f, rows[:, s]) for f, s in layout.field_slices)
         self._obs = obs
-        if inner._jid is None:
+        if core.jid is None:
             return obs
         running, waiting = sim.jobs_in_system()
         head[0], head[1] = sim.free, len(waiting)
@@ -215,14 +217,14 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             # engine pops their events one decision at a time.
             ckpt = sim.checkpoints_done(jid) + (0 < slot < k)
             if ckpt:
-                rows[slot] = inner._row(jid, ckpt)
+                rows[slot] = core.row(jid, ckpt)
             elif self._type_col >= 0:
                 rows[slot, self._type_col + types[jid]] = 1.0
         return obs
 
     def _info(self, n_decided: int) -> dict[str, Any]:
         """EvalStop-v0's info plus the epoch's size (no clock: see the class docstring)."""
-        info = self.inner._info()
+        info = self.core.info()
         del info["time_h"]
         info["epoch_jobs"] = len(self._epoch)
         info["decided"] = n_decided

@@ -1,4 +1,4 @@
-"""``EvalStop-v0``: the Gymnasium environment, a thin layer over the simulator."""
+"""``EvalStop-v0``: the Gymnasium face (spaces, reset and step, the manual) over an ``EpisodeCore``."""
 
 from __future__ import annotations
 
@@ -8,51 +8,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..errors import ConfigError, check_real
-from ..sim.boundary import BOUNDARY_FIELDS
+from ..errors import ConfigError
 from ..sim.config import SimConfig
 from ..sim.engine import Simulator
-from ..sim.workloads import JOB_TYPES
-from .tables import continue_gains, field_widths, new_table, observation_rows
-
-REWARD_MODES: tuple[str, ...] = ("utility", "system")
-REWARD_TIMINGS: tuple[str, ...] = ("dense", "delayed")
-#: Upper bound of gpu_hour_price, time_cost and quality_weight: every reward stays finite
-#: for any cluster and trace SimConfig accepts.
-MAX_REWARD_WEIGHT = 1e3
-_EVAL_BOUND = 10.0
-_LOSS_BOUND = 10.0
-_BOUNDS = {"evals": (-_EVAL_BOUND, _EVAL_BOUND), "loss": (0.0, _LOSS_BOUND)}
-#: Observation rows are built lazily for blocks of this many jobs, so that a
-#: long trace replay does not hold every row of the episode at once.
-_ROW_BLOCK = 2048
-
-
-def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    """Validate ``obs_fields`` (a list or a comma-separated string) in whitelist order."""
-    if obs_fields is None:
-        return BOUNDARY_FIELDS
-    given = obs_fields
-    if isinstance(obs_fields, str):
-        obs_fields = [f.strip() for f in obs_fields.split(",") if f.strip()]
-    fields = list(obs_fields) if isinstance(obs_fields, list | tuple) else []
-    unknown = [f for f in fields if not isinstance(f, str) or f not in BOUNDARY_FIELDS]
-    if unknown or not fields or len(set(fields)) != len(fields):
-        raise ConfigError(
-            "obs_fields",
-            given,
-            f"a non-empty subset, without repeats, of the boundary fields {list(BOUNDARY_FIELDS)}",
-        )
-    return tuple(f for f in BOUNDARY_FIELDS if f in fields)
-
-
-#: The env's per-episode float lookups held as memoryviews (see _lookup).
-_LOOKUPS = ("_true", "_gains", "_costs", "_step_costs")
-
-
-def _lookup(values: np.ndarray) -> memoryview:
-    """A float64 table as a memoryview: ``view[j, i]`` (or ``view[j]``) is a Python float."""
-    return memoryview(np.ascontiguousarray(values, dtype=np.float64))
+from .config import EvalStopConfig
+from .core import EpisodeCore
+from .render import ansi_frame, rgb_frame
 
 
 class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
@@ -197,11 +158,18 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              trace=None, trace_cluster=None, calibration="paper", curves=None,
              deliver="final", gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
              reward_timing="dense", pools=None, placement="first-fit", deprioritize=False,
-             costs="free", restore_h=None, eval_cost_h=None)
+             costs="free", restore_h=None, eval_cost_h=None, scheduler_options={})
     ```
 
+    These are the fields of `EvalStopConfig` (`evalstop_gym.envs.config`: the
+    simulator's `SimConfig`, then the env's own), the one place their defaults
+    and allowed values are written; `env_config=EvalStopConfig(...)` passes a
+    whole config instead (with `render_mode` only).  `env.env_config` is the
+    config in effect, `env.config` its `SimConfig`.
+
     `workload`: `heavy-rlhf`, `balanced` or `light-rlhf`.  `scheduler`: `fifo`,
-    `sjf-est`, `srtf-est`, `loss-aware`, `tiresias`.  `n_jobs`, `load`,
+    `sjf-est`, `srtf-est`, `loss-aware`, `tiresias`; `scheduler_options`: the
+    keyword arguments of its class (e.g. `{"window": 3}` for `loss-aware`).  `n_jobs`, `load`,
     `eval_noise`, `hack_fraction`: override the preset (None keeps it).
     `trace`: a CSV in the Philly format to replay (`n_jobs=None` replays all of
     it); `trace_cluster`: keep one virtual cluster.  `obs_fields`: a list or a
@@ -222,7 +190,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `load` 0.001 to 1000, `eval_noise` 0 to 10, `eval_window` 1 to K,
     `gpu_hour_price`, `time_cost`, `quality_weight` 0 to 1000; integers may be
     NumPy integers, never bools.  Anything else raises `ConfigError` naming the
-    argument, the value and what is allowed.
+    argument, the value and what is allowed; so does an unknown argument.
     `deliver`: `final` (the paper's setting) or `best` (a job that runs to the end
     also delivers its best observed checkpoint; the benchmark suite's setting).
 
@@ -252,140 +220,49 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         "render_fps": 4,
     }
 
-    def __init__(
-        self,
-        workload: str = "heavy-rlhf",
-        scheduler: str = "srtf-est",
-        num_gpus: int = 64,
-        n_jobs: int | None = None,
-        load: float | None = None,
-        eval_noise: float | None = None,
-        hack_fraction: float | None = None,
-        eval_window: int | None = None,
-        obs_fields: str | list[str] | None = None,
-        reward: str = "utility",
-        trace: str | None = None,
-        trace_cluster: str | None = None,
-        calibration: str = "paper",
-        curves: str | None = None,
-        deliver: str = "final",
-        gpu_hour_price: float = 5e-4,
-        time_cost: float = 0.01,
-        quality_weight: float = 1.0,
-        render_mode: str | None = None,
-        reward_timing: str = "dense",
-        pools: dict[str, int] | str | None = None,
-        placement: str = "first-fit",
-        deprioritize: bool = False,
-        costs: str = "free",
-        restore_h: float | None = None,
-        eval_cost_h: float | None = None,
-    ) -> None:
-        """Build the env; every argument is described in the class docstring (Arguments)."""
-        self.config = SimConfig(
-            num_gpus=num_gpus,
-            workload=workload,
-            scheduler=scheduler,
-            calibration=calibration,
-            eval_noise=eval_noise,
-            hack_fraction=hack_fraction,
-            load=load,
-            n_jobs=n_jobs,
-            trace=trace,
-            trace_cluster=trace_cluster,
-            eval_window=eval_window,
-            curves=curves,
-            deliver=deliver,
-            pools=pools,
-            placement=placement,
-            costs=costs,
-            restore_h=restore_h,
-            eval_cost_h=eval_cost_h,
-        )
-        if not isinstance(deprioritize, bool):
-            raise ConfigError("deprioritize", deprioritize, "True or False")
-        if deprioritize and self.config.pools is not None:
-            raise ConfigError("deprioritize", deprioritize, "False with pools (not supported yet)")
-        if not isinstance(reward, str) or reward not in REWARD_MODES:
-            raise ConfigError("reward", reward, f"one of {list(REWARD_MODES)}")
-        if not isinstance(reward_timing, str) or reward_timing not in REWARD_TIMINGS:
-            raise ConfigError("reward_timing", reward_timing, f"one of {list(REWARD_TIMINGS)}")
-        if reward_timing == "delayed" and reward != "utility":
-            raise ConfigError(
-                "reward_timing", reward_timing, "'dense' with reward='system' (paid as time passes)"
-            )
-        weights = [
-            check_real(name, value, 0.0, MAX_REWARD_WEIGHT)
-            for name, value in (
-                ("gpu_hour_price", gpu_hour_price),
-                ("time_cost", time_cost),
-                ("quality_weight", quality_weight),
-            )
-        ]
+    def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
+        """Build the env; every argument is described in the class docstring (Arguments).
+
+        ``kwargs`` are the fields of :class:`~evalstop_gym.envs.config.EvalStopConfig`
+        (the simulator's and the env's), or ``env_config=`` one such config.
+        """
+        if "env_config" in kwargs:
+            config = kwargs.pop("env_config")
+            if kwargs or not isinstance(config, EvalStopConfig):
+                raise ConfigError(
+                    "env_config", config, "an EvalStopConfig, and no other argument but render_mode"
+                )
+        else:
+            config = EvalStopConfig.from_kwargs(**kwargs)
         if render_mode is not None and (
             not isinstance(render_mode, str) or render_mode not in self.metadata["render_modes"]
         ):
             raise ConfigError(
                 "render_mode", render_mode, f"None or {self.metadata['render_modes']}"
             )
-        self.reward_mode = reward
-        self.reward_timing = reward_timing
-        self.gpu_hour_price, self.time_cost, self.quality_weight = weights
+        #: The env's whole config; ``config`` is its simulator part.
+        self.env_config = config
+        self.config: SimConfig = config.sim_config
+        self.reward_mode = config.reward
+        self.reward_timing = config.reward_timing
+        self.gpu_hour_price = config.gpu_hour_price
+        self.time_cost = config.time_cost
+        self.quality_weight = config.quality_weight
         self.render_mode = render_mode
-        self.obs_fields = parse_obs_fields(obs_fields)
-        self.window = self.config.resolved_eval_window()
-        k = self.config.resolved_calibration().evals_per_job
-        w = self.window
-        all_spaces = {
-            "job_type": spaces.Box(0.0, 1.0, (len(JOB_TYPES),), np.float32),
-            "evals": spaces.Box(-_EVAL_BOUND, _EVAL_BOUND, (2 * w,), np.float32),
-            "consecutive_declines": spaces.Box(0.0, float(k), (1,), np.float32),
-            "progress": spaces.Box(0.0, 1.0, (1,), np.float32),
-            "loss": spaces.Box(0.0, _LOSS_BOUND, (2 * w,), np.float32),
-        }
-        self.observation_space = spaces.Dict({f: all_spaces[f] for f in self.obs_fields})
-        self.action_space = spaces.Discrete(3 if deprioritize else 2)
-        self.deprioritize = deprioritize
-        widths = field_widths(w, len(JOB_TYPES))
-        self._slices: list[tuple[str, int, int]] = []
-        start = 0
-        for f in self.obs_fields:
-            self._slices.append((f, start, start + widths[f]))
-            start += widths[f]
-        self._row_width = start
-        self._field_slices = tuple((f, slice(a, b)) for f, a, b in self._slices)
-        self.sim: Simulator | None = None
-        # Per-episode lookups, read one scalar at a time: memoryviews of float64
-        # arrays (t[j, i] is a Python float), made in no time where nested lists
-        # cost a Python float per element at every reset.
-        self._true: memoryview | None = None
-        self._jid: int | None = None  # the job awaiting the agent's decision
-        self._ckpt = 0  # its checkpoints done
-        self._blocks: list[np.ndarray | None] = []
-        #: Observation tables by block, kept across episodes (see _build_block).
-        self._tables: dict[int, np.ndarray] = {}
-        self._gains: memoryview | None = None
-        self._costs: memoryview | None = None
-        self._step_costs: memoryview | None = None
-        self._last_jobs_area = 0.0
-        self._n_delivered = 0
-        # The return's components, accumulated step by step.
-        self._quality = self._gpu_cost = self._time_in_system = 0.0
+        self.obs_fields: tuple[str, ...] = config.obs_fields  # type: ignore[assignment]
+        self.deprioritize = config.deprioritize
+        #: The episode the env steps (its simulator, tables and rewards).
+        self.core = core = EpisodeCore(config)
+        #: Where each field sits in an observation row.
+        self.layout = core.layout
+        self.window = core.layout.window
+        self.observation_space = core.layout.space
+        self.action_space = spaces.Discrete(3 if self.deprioritize else 2)
 
-    def __getstate__(self) -> dict[str, Any]:
-        """The env's state for pickle and deepcopy: each lookup memoryview as its array."""
-        state = self.__dict__.copy()
-        for name in _LOOKUPS:
-            if state.get(name) is not None:
-                state[name] = state[name].obj
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Restore a pickled env, making its lookup memoryviews again."""
-        for name in _LOOKUPS:
-            if state.get(name) is not None:
-                state[name] = memoryview(state[name])
-        self.__dict__.update(state)
+    @property
+    def sim(self) -> Simulator | None:
+        """The episode's simulator (None before the first ``reset``)."""
+        return self.core.sim
 
     # ----------------------------------------------------------------- gym API
     def reset(
@@ -393,114 +270,31 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Draw a new episode from ``seed`` and run it to the first decision."""
         super().reset(seed=seed)
-        return self._split(self._reset_row().copy()), self._info()
-
-    def _reset_row(self) -> np.ndarray:
-        """Start an episode from ``self.np_random``; return the first observation row (no copy).
-
-        The core of :meth:`reset`, shared with the batched vector env.
-        """
-        # Every draw of the episode comes from self.np_random: one integer seeds
-        # the simulator's independent streams.
-        sim_seed = int(self.np_random.integers(0, 2**63 - 1))
-        # The last episode's objects are freed first, so that the new one's allocations
-        # reuse their (recently touched) memory.
-        self.sim = self._gains = self._costs = self._step_costs = self._true = None
-        sim = self.sim = Simulator(self.config, sim_seed)
-        self._build_tables(sim)
-        self._last_jobs_area = 0.0
-        self._n_delivered = 0
-        # The return's components, accumulated step by step.
-        self._quality = self._gpu_cost = self._time_in_system = 0.0
-        jid = self._jid = sim.next_decision()
-        if jid is None:  # pragma: no cover - every job has >= 1 decision
-            raise RuntimeError("the episode has no decision to make")
-        self._ckpt = sim.decision_checkpoint
-        if self.reward_mode == "system":
-            self._collect_system_reward()  # time before the first decision is not the agent's
-            self._time_in_system = self._quality = 0.0
+        core = self.core
+        row = core.reset_row(self.np_random)
         if self.render_mode == "human":
-            print(self._render_ansi(), end="")
-        return self._row(jid, self._ckpt)
-
-    def _build_tables(self, sim: Simulator) -> None:
-        """Per-episode lookups (see :mod:`evalstop_gym.envs.tables`)."""
-        c, b = sim.curves, sim.batch
-        # The reward mode, read once per episode instead of twice per step.
-        self._dense_utility = self.reward_mode == "utility" and self.reward_timing == "dense"
-        if self.reward_mode == "system" or self.reward_timing == "delayed":
-            self._true = _lookup(c.true_eval)  # read at each job's end
-        self._blocks = [None] * (-(-len(b) // _ROW_BLOCK))
-        if self.reward_mode == "utility":
-            self._gains = _lookup(
-                continue_gains(c.true_eval, sim.best_observed, deliver_best=sim.deliver_best)
-            )
-            k = c.obs_eval.shape[1]
-            # The same float operations, in the same order, as price * gpus * T / K.
-            self._costs = _lookup(self.gpu_hour_price * b.gpus * b.duration_h / k)
-            # With step-time jitter an interval costs its own share of the run.
-            self._step_costs = None
-            if sim.step_frac is not None:
-                frac = np.asarray(sim.step_frac)
-                share = np.diff(frac, axis=1, append=frac[:, -1:])
-                self._step_costs = _lookup(
-                    self.gpu_hour_price * (b.gpus * b.duration_h)[:, None] * share
-                )
+            print(ansi_frame(self.core.sim), end="")
+        return self.layout.split(row.copy()), core.info()
 
     def step(
         self, action: Any
     ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply the decision on the pending job and run to the next decision."""
-        row, reward = self._step_row(self._parse_action(action))
-        info = self._info()
+        core = self.core
+        row, reward = core.step_row(self._parse_action(action))
+        info = core.info()
         if self.render_mode == "human":
-            print(self._render_ansi(), end="")
+            print(ansi_frame(self.core.sim), end="")
         if row is None:
-            info["episode_metrics"] = self._info_metrics()
-            return self._split(np.zeros(self._row_width, np.float32)), reward, True, False, info
-        return self._split(row.copy()), reward, False, False, info
-
-    def _step_row(self, stop: bool | int) -> tuple[np.ndarray | None, float]:
-        """Apply a decision; return the next observation row (no copy; None at the end) and the reward.
-
-        The core of :meth:`step`, shared with the batched vector env.
-        """
-        sim = self.sim
-        if sim is None:
-            raise RuntimeError("step() called before reset(): call env.reset() first")
-        jid = self._jid
-        if jid is None:
-            raise RuntimeError("step() called after the episode ended: call env.reset()")
-        dense = self._dense_utility
-        if not dense:
-            reward = 0.0
-        elif stop == 1:
-            reward = 0.0  # the job's value is what earlier decisions already paid
-        else:
-            # V_{i+1} - V_i of continuing (class docstring), tabulated at reset:
-            # checkpoints are drawn when the episode is built, so the simulator
-            # knows them; the agent does not.
-            gain = self._gains[jid, self._ckpt - 1]  # type: ignore[index]
-            step_costs = self._step_costs
-            cost = self._costs[jid] if step_costs is None else step_costs[jid, self._ckpt - 1]  # type: ignore[index]
-            self._quality += gain
-            self._gpu_cost -= cost
-            reward = gain - cost
-        sim.decide(stop)
-        jid = self._jid = sim.next_decision()
-        if not dense:
-            reward = (
-                self._collect_system_reward()
-                if self.reward_mode == "system"
-                else self._collect_delayed_utility()
+            info["episode_metrics"] = core.info_metrics()
+            return (
+                self.layout.split(np.zeros(self.layout.width, np.float32)),
+                reward,
+                True,
+                False,
+                info,
             )
-        if jid is None:
-            return None, reward
-        ckpt = self._ckpt = sim.decision_checkpoint
-        block = self._blocks[jid // _ROW_BLOCK]
-        if block is None:
-            block = self._build_block(jid // _ROW_BLOCK)
-        return block[jid % _ROW_BLOCK, ckpt - 1], reward
+        return self.layout.split(row.copy()), reward, False, False, info
 
     def render(self) -> str | np.ndarray | None:
         """An ANSI text frame or an RGB picture of the cluster, per ``render_mode``.
@@ -508,34 +302,10 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         None for ``human``: that mode prints the text frame at every reset and step.
         """
         if self.render_mode == "ansi":
-            return self._render_ansi()
+            return ansi_frame(self.core.sim)
         if self.render_mode == "rgb_array":
-            return self._render_rgb()
+            return rgb_frame(self.core.sim)
         return None
-
-    def _render_rgb(self) -> np.ndarray:
-        """A 96 x 320 picture: one cell per GPU (busy dark), then the job's eval bars."""
-        img = np.full((96, 320, 3), 255, np.uint8)
-        sim = self.sim
-        if sim is None:
-            return img
-        g, used = sim.num_gpus, sim.num_gpus - sim.free
-        cols = min(g, 64)
-        per_cell = g / cols
-        cw = 320 // cols
-        for c in range(cols):
-            busy = c * per_cell < used
-            img[4:28, c * cw + 1 : (c + 1) * cw - 1] = (40, 40, 40) if busy else (200, 220, 200)
-        v = sim.pending_view
-        if v is not None and v.evals:
-            evals = np.asarray(v.evals)
-            lo, hi = float(evals.min()) - 0.05, float(evals.max()) + 0.05
-            bw = 320 // max(len(evals), 1)
-            for i, e in enumerate(evals):
-                h = int(60 * (e - lo) / (hi - lo))
-                color = (200, 60, 60) if i == len(evals) - 1 else (60, 90, 200)
-                img[94 - h : 94, i * bw + 2 : (i + 1) * bw - 2] = color
-        return img
 
     def action_masks(self) -> np.ndarray:
         """Which actions are valid now (sb3-contrib ``MaskablePPO`` reads this).
@@ -569,49 +339,6 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
             allowed = "0 (continue), 1 (stop and save) or 2 (deprioritise)"
         raise ValueError(f"action={action!r} is not allowed: {allowed}")
 
-    def _collect_delayed_utility(self) -> float:
-        """``reward_timing="delayed"``: each job that left pays its whole V_end - V_1 now.
-
-        The same per-job sum the dense reward pays over the job's decisions (the class
-        docstring's closed form), paid once the job is finished or stopped, so no reward
-        depends on a checkpoint the agent has not yet observed.
-        """
-        sim = self.sim
-        assert sim is not None
-        gain = cost = 0.0
-        true = self._true
-        ended = sim.finished_since(self._n_delivered)
-        for jid in ended:
-            job = sim.job(jid)
-            gain += true[jid, sim.delivered_checkpoint(jid)] - true[jid, 0]  # type: ignore[index]
-            first = job.duration * sim.work_fraction(jid, 1)
-            cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
-        self._n_delivered += len(ended)
-        self._quality += gain
-        self._gpu_cost -= cost
-        return gain - cost
-
-    def _collect_system_reward(self) -> float:
-        sim = self.sim
-        assert sim is not None
-        area = sim.jobs_area - self._last_jobs_area
-        self._last_jobs_area = sim.jobs_area
-        quality = 0.0
-        ended = sim.finished_since(self._n_delivered)
-        for jid in ended:
-            quality += self._true[jid, sim.delivered_checkpoint(jid)]  # type: ignore[index]
-        self._n_delivered += len(ended)
-        self._time_in_system -= self.time_cost * area
-        self._quality += self.quality_weight * quality
-        return -self.time_cost * area + self.quality_weight * quality
-
-    def _row(self, jid: int, ckpt: int) -> np.ndarray:
-        """Job ``jid``'s tabulated observation row after checkpoint ``ckpt`` (a view: copy it)."""
-        block = self._blocks[jid // _ROW_BLOCK]
-        if block is None:
-            block = self._build_block(jid // _ROW_BLOCK)
-        return block[jid % _ROW_BLOCK, ckpt - 1]
-
     def observation_at(self, jid: int, ckpt: int) -> dict[str, np.ndarray]:
         """The observation this episode shows for job ``jid`` after its checkpoint ``ckpt``.
 
@@ -621,58 +348,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         """
         if self.sim is None:
             raise RuntimeError("observation_at() called before reset()")
-        return self._split(self._row(jid, ckpt).copy())
-
-    def _split(self, row: np.ndarray) -> dict[str, np.ndarray]:
-        """The observation dict of a row: one view of ``row`` per field."""
-        return {f: row[s] for f, s in self._field_slices}
-
-    def _build_block(self, index: int) -> np.ndarray:
-        """Tabulate the observation rows of the index-th block of jobs.
-
-        Into the table of the previous episode's block when its shape fits:
-        every row handed out is copied first (by ``step``, ``reset``, the
-        vector env's batch), and the columns no episode changes stay written.
-        """
-        sim = self.sim
-        assert sim is not None
-        sl = slice(index * _ROW_BLOCK, (index + 1) * _ROW_BLOCK)
-        c = sim.curves
-        n, k = c.obs_eval[sl].shape
-        table = self._tables.get(index)
-        if table is None or table.shape[:2] != (n, k):
-            table = self._tables[index] = new_table(
-                self.obs_fields, n, k, self.window, len(JOB_TYPES)
-            )
-        block = observation_rows(
-            self.obs_fields,
-            sim.batch.job_type[sl],
-            sim.declines[sl],
-            c.obs_eval[sl],
-            c.loss[sl],
-            self.window,
-            len(JOB_TYPES),
-            _BOUNDS,
-            table,
-        )
-        self._blocks[index] = block
-        return block
-
-    def _info(self) -> dict[str, Any]:
-        sim = self.sim
-        assert sim is not None
-        # The simulator keeps these as Python float and ints: no conversion needed.
-        return {
-            "time_h": sim.now,
-            "free_gpus": sim.free,
-            "jobs_in_system": sim.n_in_system,
-            "jobs_done": sim.n_done,
-            "decisions": sim.n_decisions,
-        }
-
-    def _info_metrics(self) -> dict[str, float]:
-        """``episode_metrics()`` without its undefined (None) entries: what ``info`` carries."""
-        return {k: v for k, v in self.episode_metrics().items() if v is not None}
+        return self.layout.split(self.core.row(jid, ckpt).copy())
 
     def episode_metrics(self) -> dict[str, float | None]:
         """Metrics of the finished episode, plus the return's components.
@@ -681,45 +357,4 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         simulator's metrics) is None.  ``info["episode_metrics"]`` is this
         without the None entries.
         """
-        sim = self.sim
-        if sim is None or not sim.done:
-            raise RuntimeError("episode_metrics() needs a finished episode")
-        m: dict[str, float | None] = {k: None if v != v else v for k, v in sim.metrics().items()}
-        if self.deprioritize or any(self.config.resolved_costs()):
-            # Only then: the default env's metric keys are pinned by the golden fixture.
-            m.update((k, None if v != v else v) for k, v in sim.cluster_metrics().items())
-        parts = {
-            "quality": self._quality,
-            "gpu_cost": self._gpu_cost,
-            "time_in_system": self._time_in_system,
-        }
-        for k, v in parts.items():
-            m[f"return_{k}"] = float(v)
-        m["return"] = float(sum(parts.values()))
-        return m
-
-    def _render_ansi(self) -> str:
-        sim = self.sim
-        if sim is None:
-            return "EvalStop-v0 (not reset)"
-        g = sim.num_gpus
-        used = g - sim.free
-        width = 40
-        bar = "#" * round(width * used / g) + "." * (width - round(width * used / g))
-        lines = [
-            f"t = {sim.now:8.2f} h   GPUs [{bar}] {used}/{g} busy",
-            f"jobs: {sim.n_in_system} in system, {sim.n_waiting} waiting, "
-            f"{sim.n_done}/{sim.n_jobs} done, {sim.n_decisions} decisions",
-        ]
-        v = sim.pending_view
-        if v is None:
-            lines.append("episode over")
-        else:
-            spark = " ".join(f"{e:.3f}" for e in v.evals[-6:])
-            lines.append(
-                f"deciding: {JOB_TYPES[v.job_type].upper()} job at progress {v.progress:.0%}, "
-                f"{v.consecutive_declines} consecutive decline(s)"
-            )
-            lines.append(f"  last evals: {spark}")
-            lines.append(f"  last loss : {' '.join(f'{x:.3f}' for x in v.loss[-6:])}")
-        return "\n".join(lines) + "\n"
+        return self.core.episode_metrics()

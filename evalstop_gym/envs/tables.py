@@ -1,10 +1,10 @@
-"""Per-episode tables: every observation row and every continue reward, built once.
+"""Per-episode tables: every observation row, built once.
 
 Everything a decision on job j at its i-th checkpoint shows or pays depends on
 j's own observed curves up to i only, never on the policy or the scheduler
 (the engine draws every checkpoint when the episode is built).  So the env
-builds, vectorised over jobs, one float32 row per (job, checkpoint) and one
-continue reward per (job, checkpoint), and a step only looks them up.
+builds, vectorised over jobs, one float32 row per (job, checkpoint), and a
+step only looks it up (the rewards' tables are :mod:`evalstop_gym.sim.utility`'s).
 
 The tables reproduce the engine's own bookkeeping exactly (same comparisons,
 same float operations in the same order): ``tests/test_golden.py`` checks the
@@ -123,26 +123,3 @@ def observation_rows(
         elif f == "consecutive_declines":
             part[:, :, 0] = declines
     return table
-
-
-def continue_gains(
-    true_eval: np.ndarray, best: np.ndarray, *, deliver_best: bool = False
-) -> np.ndarray:
-    """(n, K) quality change of continuing after checkpoint i (column i - 1).
-
-    V_i delivers the best observed checkpoint up to i (``best``, the engine's
-    table, column i - 1); V_{i+1} the best observed up to i + 1, except that a
-    job reaching K delivers its final checkpoint unless ``deliver_best``
-    (``deliver="best"``).  The last column (no decision after the final
-    checkpoint) is 0.
-    """
-    n, k = true_eval.shape
-    # now[j, i - 1]: true score of the checkpoint delivered after checkpoint i, so column i
-    # is also V_{i+1}'s (one gather serves both sides of the difference).
-    now = true_eval.take(best + np.arange(0, n * k, k)[:, None])  # true_eval[j, best[j, i]]
-    gains = np.zeros((n, k))
-    np.subtract(now[:, 1 : k - 1], now[:, : k - 2], out=gains[:, : k - 2])
-    if k >= 2:
-        final = now[:, k - 1] if deliver_best else true_eval[:, k - 1]
-        gains[:, k - 2] = final - now[:, k - 2]
-    return gains

@@ -2,8 +2,9 @@
 
 ``gym.make_vec("EvalStop-v0", num_envs=N, vectorization_mode="vector_entry_point")``
 builds :class:`EvalStopVectorEnv`.  Where Gymnasium's ``SyncVectorEnv`` steps N
-wrapped environments and stacks N observation dicts, this one drives N
-:class:`~evalstop_gym.envs.EvalStopEnv` cores directly and writes each one's
+wrapped environments and stacks N observation dicts, this one drives the
+:class:`~evalstop_gym.envs.core.EpisodeCore` of N
+:class:`~evalstop_gym.envs.EvalStopEnv` directly and writes each one's
 tabulated observation row into one (N, D) float32 array (one C call a step:
 ``bytearray.join`` of the contiguous rows); the batch observation is that
 array, or a dict of column views of it.
@@ -30,11 +31,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ..errors import ConfigError
+from .config import EvalStopConfig
 from .evalstop import EvalStopEnv
 
 
@@ -74,16 +75,22 @@ class EvalStopVectorEnv(VectorEnv):
         self.same_step = AutoresetMode(autoreset_mode) == AutoresetMode.SAME_STEP
         self.metadata = {"autoreset_mode": AutoresetMode(autoreset_mode)}
         self.num_envs = num_envs
-        self.envs = [EvalStopEnv(**env_kwargs) for _ in range(num_envs)]
+        # Validated once; a sub-environment's render mode is checked, never used (a batch
+        # step renders nothing).
+        render_mode = env_kwargs.pop("render_mode", None)
+        config = EvalStopConfig.from_kwargs(**env_kwargs)
+        #: The sub-environments (for per-env attributes and methods); their cores are stepped.
+        self.envs = [
+            EvalStopEnv(render_mode=render_mode, env_config=config) for _ in range(num_envs)
+        ]
+        self._cores = [env.core for env in self.envs]
         first = self.envs[0]
         self.flatten = flatten
         self.copy = copy
-        self._slices = first._slices
-        width = first._row_width
+        self.layout = layout = first.layout
+        width = layout.width
         if flatten:
-            lows = np.concatenate([first.observation_space[f].low for f, _, _ in self._slices])
-            highs = np.concatenate([first.observation_space[f].high for f, _, _ in self._slices])
-            self.single_observation_space = spaces.Box(lows, highs, (width,), np.float32)
+            self.single_observation_space = layout.row_space()
         else:
             self.single_observation_space = first.observation_space
         self.single_action_space = first.action_space
@@ -92,8 +99,8 @@ class EvalStopVectorEnv(VectorEnv):
         self.render_mode = None
         self._buf = np.zeros((num_envs, width), np.float32)
         self._empty = bytearray()
-        self._step_rows = [env._step_row for env in self.envs]
-        self._field_slices = first._field_slices
+        self._step_rows = [core.step_row for core in self._cores]
+        self._field_slices = layout.field_slices
         self._zero_row = np.zeros(width, np.float32)  # the terminal observation
         self._autoreset = [False] * num_envs
         self._started = False
@@ -112,7 +119,7 @@ class EvalStopVectorEnv(VectorEnv):
         rows = []
         for env, s in zip(self.envs, seeds):
             gym.Env.reset(env, seed=s)  # seeds its np_random as env.reset(seed=s) does
-            rows.append(env._reset_row())
+            rows.append(env.core.reset_row(env.np_random))
         self._autoreset = [False] * self.num_envs
         self._started = True
         return self._batch(rows), {}
@@ -138,7 +145,7 @@ class EvalStopVectorEnv(VectorEnv):
         infos: dict[str, Any] = {}
         for i, (step_row, stop) in enumerate(zip(self._step_rows, stops)):
             if autoreset[i]:
-                append(self.envs[i]._reset_row())
+                append(self._cores[i].reset_row(self.envs[i].np_random))
                 autoreset[i] = False
                 continue
             row, rewards[i] = step_row(stop == 1)
@@ -146,12 +153,12 @@ class EvalStopVectorEnv(VectorEnv):
                 append(row)
                 continue
             terminated[i] = True
-            env = self.envs[i]
-            metrics = {"episode_metrics": env._info_metrics()}
+            core = self._cores[i]
+            metrics = {"episode_metrics": core.info_metrics()}
             if self.same_step:
                 final = self._single(self._zero_row.copy())
                 infos = self._add_info(infos, {"final_obs": final, "final_info": metrics}, i)
-                append(env._reset_row())
+                append(core.reset_row(self.envs[i].np_random))
             else:
                 infos = self._add_info(infos, metrics, i)
                 append(self._zero_row)
@@ -179,7 +186,7 @@ class EvalStopVectorEnv(VectorEnv):
 
     def _single(self, row: np.ndarray) -> Any:
         """One sub-environment's observation from its row."""
-        return row if self.flatten else {f: row[a:b] for f, a, b in self._slices}
+        return row if self.flatten else self.layout.split(row)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Close every sub-environment."""

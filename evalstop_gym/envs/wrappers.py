@@ -7,7 +7,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..sim.metrics import METRIC_KEYS, stop_values
+from ..sim.metrics import METRIC_KEYS
+from ..sim.utility import stop_values
 
 
 class EpisodeMetricsInfo(gym.Wrapper):

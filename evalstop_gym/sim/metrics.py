@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .utility import stop_values
 from .workloads import JOB_TYPES
 
 #: Keys every episode's metrics hold (the env's ``info["episode_metrics"]``).
@@ -206,30 +207,6 @@ def best_observed_index(obs_eval: np.ndarray) -> np.ndarray:
         best = np.where(better, obs_eval[:, i], best)
         idx[:, i] = np.where(better, i, idx[:, i - 1])
     return idx
-
-
-def stop_values(
-    true_eval: np.ndarray,
-    obs_eval: np.ndarray,
-    gpu_hours_full: np.ndarray,
-    price: float,
-    deliver_best: bool,
-    work_frac: Any = None,
-) -> np.ndarray:
-    """(n, K): a job's utility term V_i if it ends after checkpoint i (column i - 1).
-
-    V_i = Q(delivered) - price x GPU-hours x (work fraction at i: i / K, or the
-    simulator's ``step_frac`` under step-time jitter), delivered = the best
-    observed checkpoint up to i (the final one at i = K unless ``deliver_best``):
-    the env's ``reward="utility"``, whose return is sum_j V_end - V_1.
-    """
-    n, k = true_eval.shape
-    idx = best_observed_index(obs_eval)
-    if not deliver_best:
-        idx[:, -1] = k - 1
-    q = np.take_along_axis(true_eval, idx, axis=1)
-    frac = (np.arange(1, k + 1) / k)[None, :] if work_frac is None else np.asarray(work_frac)
-    return q - price * gpu_hours_full[:, None] * frac
 
 
 def honest_metrics(

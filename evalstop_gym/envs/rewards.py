@@ -1,0 +1,208 @@
+"""The env's rewards: one object per mode, built for each episode.
+
+* :class:`DenseUtility` (``reward="utility"``, ``reward_timing="dense"``): a
+  continue pays V_{i+1} - V_i of the decided job, a stop pays 0.
+* :class:`DelayedUtility` (``reward_timing="delayed"``): each job pays its
+  whole V_end - V_1 when it leaves the cluster.
+* :class:`SystemReward` (``reward="system"``): minus the time cost of the jobs
+  in system plus the weighted quality of the jobs delivered, as time passes.
+
+``EvalStopEnv``'s docstring (Rewards) gives the formulas and the closed form of
+the return.  An object is made by :func:`make_reward` once the episode's
+simulator is built; the core calls :meth:`continue_value` before a decision
+(``dense`` modes) or :meth:`collect` after it, and reads :meth:`parts` (the
+return's components) at the episode's end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..sim.engine import Simulator
+from ..sim.utility import continue_gains, delivered_quality
+from .config import EvalStopConfig
+
+
+def _lookup(values: np.ndarray) -> memoryview:
+    """A float64 table as a memoryview: ``view[j, i]`` (or ``view[j]``) is a Python float.
+
+    Per-episode lookups are read one scalar at a time: a memoryview of a float64
+    array is made in no time, where nested lists cost a Python float per element
+    at every reset.
+    """
+    return memoryview(np.ascontiguousarray(values, dtype=np.float64))
+
+
+class Reward:
+    """What a reward mode pays, and the return's components it accumulates.
+
+    Attributes:
+        dense: Paid decision by decision (:meth:`continue_value`); else
+            collected after each decision (:meth:`collect`).
+        quality: Delivered quality paid so far.
+        gpu_cost: Minus the GPU bill paid so far.
+        time_in_system: Minus the time cost paid so far.
+    """
+
+    dense = False
+    #: Attributes holding lookup memoryviews (pickled as their arrays).
+    _lookups: tuple[str, ...] = ()
+
+    def __init__(self, sim: Simulator) -> None:
+        """Start paying for the episode of ``sim``."""
+        self.sim = sim
+        self.quality = self.gpu_cost = self.time_in_system = 0.0
+
+    def begin(self) -> None:
+        """Called once the episode has reached its first decision."""
+
+    def continue_value(self, jid: int, ckpt: int) -> float:
+        """The reward of continuing job ``jid`` after its checkpoint ``ckpt`` (dense modes)."""
+        raise NotImplementedError(f"{type(self).__name__} is not paid per decision")
+
+    def collect(self) -> float:
+        """The reward earned since the previous call (modes that are not dense)."""
+        raise NotImplementedError(f"{type(self).__name__} is paid per decision")
+
+    def parts(self) -> dict[str, float]:
+        """The return's components so far; their sum is the return."""
+        return {
+            "quality": self.quality,
+            "gpu_cost": self.gpu_cost,
+            "time_in_system": self.time_in_system,
+        }
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The state for pickle and deepcopy: each lookup memoryview as its array."""
+        state = self.__dict__.copy()
+        for name in self._lookups:
+            if state.get(name) is not None:
+                state[name] = state[name].obj
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled reward, making its lookup memoryviews again."""
+        for name in self._lookups:
+            if state.get(name) is not None:
+                state[name] = memoryview(state[name])
+        self.__dict__.update(state)
+
+
+class DenseUtility(Reward):
+    """``reward="utility"``, paid decision by decision: a continue pays V_{i+1} - V_i."""
+
+    dense = True
+    _lookups = ("_gains", "_costs", "_step_costs")
+
+    def __init__(self, sim: Simulator, gpu_hour_price: float) -> None:
+        """Tabulate the episode's continue gains and per-interval GPU costs."""
+        super().__init__(sim)
+        c, b = sim.curves, sim.batch
+        self._gains = _lookup(
+            continue_gains(c.true_eval, sim.best_observed, deliver_best=sim.deliver_best)
+        )
+        k = c.obs_eval.shape[1]
+        # The same float operations, in the same order, as price * gpus * T / K.
+        self._costs = _lookup(gpu_hour_price * b.gpus * b.duration_h / k)
+        # With step-time jitter an interval costs its own share of the run.
+        self._step_costs: memoryview | None = None
+        if sim.step_frac is not None:
+            frac = np.asarray(sim.step_frac)
+            share = np.diff(frac, axis=1, append=frac[:, -1:])
+            self._step_costs = _lookup(gpu_hour_price * (b.gpus * b.duration_h)[:, None] * share)
+
+    def continue_value(self, jid: int, ckpt: int) -> float:
+        """V_{i+1} - V_i of continuing after checkpoint i = ``ckpt``, tabulated at reset.
+
+        Checkpoints are drawn when the episode is built, so the simulator knows
+        them; the agent does not.
+        """
+        gain = self._gains[jid, ckpt - 1]
+        step_costs = self._step_costs
+        cost = self._costs[jid] if step_costs is None else step_costs[jid, ckpt - 1]
+        self.quality += gain
+        self.gpu_cost -= cost
+        return gain - cost
+
+
+class DelayedUtility(Reward):
+    """``reward_timing="delayed"``: each job that left pays its whole V_end - V_1 then.
+
+    The same per-job sum :class:`DenseUtility` pays over the job's decisions,
+    paid once the job is finished or stopped, so no reward depends on a
+    checkpoint the agent has not yet observed.
+    """
+
+    _lookups = ("_delivered",)
+
+    def __init__(self, sim: Simulator, gpu_hour_price: float) -> None:
+        """Pay jobs of ``sim`` as they leave, at ``gpu_hour_price`` per GPU-hour."""
+        super().__init__(sim)
+        self.gpu_hour_price = gpu_hour_price
+        # V_i's quality part (sim.utility), column i - 1: a job ends after its
+        # checkpoints_done, and column 0 is checkpoint 1's own score.
+        self._delivered = _lookup(
+            delivered_quality(sim.curves.true_eval, sim.best_observed, sim.deliver_best)
+        )
+        self._n_ended = 0
+
+    def collect(self) -> float:
+        """The utility of the jobs that left since the previous call."""
+        sim = self.sim
+        gain = cost = 0.0
+        delivered = self._delivered
+        ended = sim.finished_since(self._n_ended)
+        for jid in ended:
+            job = sim.job(jid)
+            gain += delivered[jid, sim.checkpoints_done(jid) - 1] - delivered[jid, 0]
+            first = job.duration * sim.work_fraction(jid, 1)
+            cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
+        self._n_ended += len(ended)
+        self.quality += gain
+        self.gpu_cost -= cost
+        return gain - cost
+
+
+class SystemReward(Reward):
+    """``reward="system"``: -time_cost x (jobs in system dt) + quality_weight x delivered quality."""
+
+    _lookups = ("_true",)
+
+    def __init__(self, sim: Simulator, time_cost: float, quality_weight: float) -> None:
+        """Pay the episode of ``sim`` with these weights."""
+        super().__init__(sim)
+        self.time_cost = time_cost
+        self.quality_weight = quality_weight
+        self._true = _lookup(sim.curves.true_eval)
+        self._last_jobs_area = 0.0
+        self._n_ended = 0
+
+    def begin(self) -> None:
+        """Drop what happened before the first decision: that time is not the agent's."""
+        self.collect()
+        self.time_in_system = self.quality = 0.0
+
+    def collect(self) -> float:
+        """The time cost and delivered quality since the previous call."""
+        sim = self.sim
+        area = sim.jobs_area - self._last_jobs_area
+        self._last_jobs_area = sim.jobs_area
+        quality = 0.0
+        ended = sim.finished_since(self._n_ended)
+        for jid in ended:
+            quality += self._true[jid, sim.delivered_checkpoint(jid)]
+        self._n_ended += len(ended)
+        self.time_in_system -= self.time_cost * area
+        self.quality += self.quality_weight * quality
+        return -self.time_cost * area + self.quality_weight * quality
+
+
+def make_reward(config: EvalStopConfig, sim: Simulator) -> Reward:
+    """The reward object of ``config``'s mode for the episode of ``sim``."""
+    if config.reward == "system":
+        return SystemReward(sim, config.time_cost, config.quality_weight)
+    if config.reward_timing == "delayed":
+        return DelayedUtility(sim, config.gpu_hour_price)
+    return DenseUtility(sim, config.gpu_hour_price)
