@@ -18,6 +18,7 @@ from .corpus import (
     write_traces,
 )
 from .errors import ConfigError, TraceError
+from .sim import make_simulator
 from .sim.boundary import BOUNDARY_FIELDS, HIDDEN_FIELDS, JobView
 from .sim.calibration import CALIBRATIONS, Calibration
 from .sim.config import SimConfig
@@ -88,6 +89,7 @@ __all__ = [
     "label_hacking",
     "load_openrlhf_log",
     "load_trl_trainer_state",
+    "make_simulator",
     "never_stop",
     "read_traces",
     "suite_task",

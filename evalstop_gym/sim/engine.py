@@ -37,7 +37,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -129,26 +129,27 @@ class Simulator:
             one from the workload; for tests and what-if studies.
 
     A config with ``pools`` builds a
-    :class:`~evalstop_gym.sim.pooled.PooledSimulator` (typed GPU pools).
+    :class:`~evalstop_gym.sim.pooled.PooledSimulator` (typed GPU pools), as
+    :func:`~evalstop_gym.sim.make_simulator` does.
     """
 
     #: Stale checkpoints the event heap may hold beyond half its length before it is
     #: compacted (see :meth:`_compact_events`; tests lower it to compact at every preemption).
     _event_slack = 64
 
-    #: Per-job speed of the pool a job runs on (work per wall-clock hour); None on the
-    #: homogeneous cluster, where work advances with the clock (see sim/pooled.py).
-    _rates: list[float] | None = None
-
     #: Work left from the pending job's checkpoint to its next one (set by next_decision).
     _pending_left = 0.0
 
-    def __new__(cls, config: SimConfig | None = None, *args: Any, **kwargs: Any) -> Simulator:
-        """A :class:`PooledSimulator` for a config with pools, else a plain one."""
-        if cls is Simulator and config is not None and config.pools is not None:
-            from .pooled import PooledSimulator
+    #: What ``Simulator(config)`` builds for a config with pools.  :mod:`evalstop_gym.sim`
+    #: sets it to :class:`~evalstop_gym.sim.pooled.PooledSimulator` once it has imported
+    #: both, so the engine never imports its own subclass.
+    _pooled_class: ClassVar[type[Simulator] | None] = None
 
-            cls = PooledSimulator
+    def __new__(cls, config: SimConfig | None = None, *args: Any, **kwargs: Any) -> Simulator:
+        """``Simulator(config)`` builds what :func:`~evalstop_gym.sim.make_simulator` builds."""
+        if cls is Simulator and config is not None and config.pools is not None:
+            assert Simulator._pooled_class is not None, "import evalstop_gym.sim first"
+            cls = Simulator._pooled_class
         return super().__new__(cls)
 
     def __init__(
@@ -180,6 +181,9 @@ class Simulator:
         else:
             self.batch, self.curves = self._draw_episode(seed)
         self._init_columns()
+        #: Per-job speed of the pool a job runs on (work per wall-clock hour); None on the
+        #: homogeneous cluster, where work advances with the clock (see sim/pooled.py).
+        self._rates: list[float] | None = None
         # Per-job step-time jitter, on its own stream (child 3 of the seed): with jitter 0
         # nothing is drawn, and the other streams are the same with or without jitter.
         jitter = self.calibration.step_time_jitter
@@ -232,8 +236,8 @@ class Simulator:
         self._n_stale = 0  # entries of preempted run segments still in the event heap
         self._counter = len(self._arrivals)
         # Arrivals skip scheduling passes that cannot act (see _arrival_needs_pass);
-        # the pooled engine places jobs in its own pass, so it always runs one.
-        self._lean_arrivals = type(self)._schedule is Simulator._schedule
+        # the pooled engine places jobs in its own pass, so it sets this False.
+        self._lean_arrivals = True
 
     def _draw_episode(self, seed: int | None) -> tuple[JobBatch, Curves]:
         """Draw the jobs and their curves from the configured workload."""

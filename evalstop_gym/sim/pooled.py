@@ -1,8 +1,8 @@
 """The simulator on a heterogeneous cluster of typed GPU pools (``SimConfig(pools=...)``).
 
 :class:`PooledSimulator` is the :class:`~evalstop_gym.sim.engine.Simulator`
-with per-pool GPU accounting; ``Simulator(config)`` builds one whenever the
-config has pools.  What changes (see :mod:`evalstop_gym.sim.pools`):
+with per-pool GPU accounting; :func:`~evalstop_gym.sim.make_simulator` (and
+``Simulator(config)``) builds one whenever the config has pools.  What changes (see :mod:`evalstop_gym.sim.pools`):
 
 * GPUs are free or busy *per pool*; a job is gang-allocated inside one pool.
 * A waiting job starts on the first pool with room in its scheduler's
@@ -70,6 +70,7 @@ class PooledSimulator(Simulator):
         self._pool_free = [p.size for p in pools]
         self._pool_of = [-1] * n  # the pool a job runs on, -1 when it holds none
         self._rates = [1.0] * n
+        self._lean_arrivals = False  # every arrival goes through this class's placing pass
         self._order: list[tuple[int, ...] | None] = [None] * n  # computed on first placement
         self._choices = [choices_for(pools, t) for t in range(len(pools[0].speeds))]
         self._pool_running: list[list[tuple[Any, int, int]]] = [[] for _ in pools]
