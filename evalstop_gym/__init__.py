@@ -26,7 +26,8 @@ from .sim.engine import Simulator
 from .sim.metrics import METRIC_KEYS, episode_metrics
 from .sim.schedulers import SCHEDULERS, Scheduler
 from .sim.stopping import KDeclineRule, never_stop
-from .sim.workloads import SAMPLE_TRACE, WORKLOADS, Workload
+from .sim.traces import SAMPLE_TRACE
+from .sim.workloads import WORKLOADS, Workload
 from .suite import SUITE_PRICE, SUITE_TASKS, suite_task
 
 

@@ -15,7 +15,7 @@ from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.pooled import PooledSimulator
 from evalstop_gym.sim.pools import GPU_SPEEDS, PLACEMENTS
 from evalstop_gym.sim.schedulers import Fifo
-from evalstop_gym.sim.workloads import SAMPLE_TRACE
+from evalstop_gym.sim.traces import SAMPLE_TRACE
 
 SCHEDS = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
 

@@ -19,7 +19,8 @@ from .metrics import METRIC_KEYS, episode_metrics
 from .pooled import PooledSimulator
 from .schedulers import SCHEDULERS, Scheduler
 from .stopping import KDeclineRule, never_stop
-from .workloads import SAMPLE_TRACE, WORKLOADS, Workload
+from .traces import SAMPLE_TRACE
+from .workloads import WORKLOADS, Workload
 
 # ``Simulator(config)`` with pools keeps building a PooledSimulator (the README and users
 # call it so); the engine reads the class from here instead of importing pooled.py.

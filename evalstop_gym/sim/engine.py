@@ -55,7 +55,8 @@ from .job import DONE, PENDING, RUNNING, WAITING, JobRecord, SchedulingView
 from .metrics import EpisodeRecord, cluster_metrics, episode_metrics
 from .queues import JobQueues, _neg
 from .synthetic_curves import Curves, sample_curves
-from .workloads import JobBatch, generate_jobs, step_time_fractions, trace_jobs
+from .traces import trace_jobs
+from .workloads import JobBatch, generate_jobs, step_time_fractions
 
 # Heap event kinds.  At equal times the counter keeps insertion order.
 ARRIVAL, CHECKPOINT = 0, 1
