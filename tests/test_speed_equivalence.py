@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalstop_gym import SAMPLE_TRACE, KDeclineRule
+from evalstop_gym.sim._fastmath import linear_percentiles
 from evalstop_gym.sim.config import SimConfig
 from evalstop_gym.sim.engine import Simulator
 from evalstop_gym.sim.job import RUNNING, WAITING
-from evalstop_gym.sim.metrics import linear_percentiles
 from evalstop_gym.sim.queues import _neg
 from evalstop_gym.sim.workloads import step_time_fractions
 
