@@ -452,9 +452,9 @@ class Simulator(JobQueues, Deprioritization):
             if i < n_ckpt:
                 self._pending = jid
                 self.decision_checkpoint = i
-                # The work left to the next checkpoint, for decide's continue: computed as
-                # _push_next_checkpoint does, from the values at hand here (decide read
-                # three columns again for it).
+                # The work left to the next checkpoint, for decide's continue:
+                # _work_at_next_checkpoint(jid) - work, written out with the values at
+                # hand (it runs at every checkpoint; the same operations, the same bits).
                 if step_frac is None:
                     self._pending_left = duration * (i + 1) / n_ckpt - work
                 else:
@@ -591,7 +591,9 @@ class Simulator(JobQueues, Deprioritization):
     def cluster_metrics(self) -> dict[str, float]:
         """Preemptions, paid costs and deprioritisation metrics (:func:`.metrics.cluster_metrics`).
 
-        Kept apart from :meth:`metrics`, whose keys the golden fixture pins.
+        Apart from :meth:`metrics` (the SPEC's episode metrics, what :meth:`run`
+        returns): they read the engine's own counters (preemptions, deprioritised
+        jobs, restore GPU-hours), which the per-job record does not hold.
         """
         return cluster_metrics(
             self.record(),
@@ -701,19 +703,27 @@ class Simulator(JobQueues, Deprioritization):
         if self.events is not None:
             self._log("start", jid)
 
+    def _work_at_next_checkpoint(self, jid: int) -> float:
+        """Hours of work job ``jid`` has done when it reaches its next checkpoint.
+
+        ``duration x (i + 1) / K`` after checkpoint i, or the jittered fraction of
+        ``step_frac``; the work left to it is this minus the work done (decide's
+        continue reads it from :meth:`next_decision`, which writes it out).
+        """
+        if self.step_frac is None:
+            return self._duration[jid] * (self._ckpt[jid] + 1) / self.n_ckpt
+        return self._duration[jid] * self.step_frac[jid][self._ckpt[jid]]
+
     def _push_next_checkpoint(self, jid: int, delay: float = 0.0) -> None:
         """Queue the job's next checkpoint event, ``delay`` hours (a restore) after now."""
-        if self.step_frac is None:
-            work_at_next = self._duration[jid] * (self._ckpt[jid] + 1) / self.n_ckpt
-        else:
-            work_at_next = self._duration[jid] * self.step_frac[jid][self._ckpt[jid]]
         self._counter = c = self._counter + 1
-        left = work_at_next - self._work[jid]
+        left = self._work_at_next_checkpoint(jid) - self._work[jid]
         if self._rates is not None:
             left = left / self._rates[jid]  # wall-clock hours on its pool
-        t = self.now + (0.0 if left < 0.0 else left)  # max(left, 0.0), without the call
-        if delay or self.eval_cost_h:
-            t = self.now + delay + (0.0 if left < 0.0 else left) + self.eval_cost_h
+        # The restore, the training (max(left, 0.0), without the call), then the eval.
+        # With neither cost this is now + left to the bit (x + 0.0 == x for x >= 0),
+        # the engine without costs.
+        t = self.now + delay + (0.0 if left < 0.0 else left) + self.eval_cost_h
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
 
     def _preempt(self, jid: int) -> None:
@@ -761,11 +771,7 @@ class Simulator(JobQueues, Deprioritization):
         if now < work_from:
             self.restore_gpu_hours -= self._gpus[jid] * (work_from - now)
         ran = now - max(self._seg_start[jid], work_from)
-        i = self._ckpt[jid] + 1
-        if self.step_frac is None:
-            left = self._duration[jid] * i / self.n_ckpt - self._work[jid]
-        else:
-            left = self._duration[jid] * self.step_frac[jid][i - 1] - self._work[jid]
+        left = self._work_at_next_checkpoint(jid) - self._work[jid]
         if self._rates is not None:
             ran = ran * self._rates[jid]  # work done on its pool in that wall-clock time
         return min(max(ran, 0.0), max(left, 0.0))

@@ -150,7 +150,7 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------------------------
-# The benchmark's utility and the honest metrics beside the paper's (issue 10)
+# The benchmark's utility and the honest metrics beside the paper's
 # --------------------------------------------------------------------------------------------
 
 
