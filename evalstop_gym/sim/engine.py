@@ -53,7 +53,7 @@ from .config import SimConfig
 from .deprioritize import Deprioritization
 from .job import DONE, PENDING, RUNNING, WAITING, JobRecord, SchedulingView
 from .metrics import EpisodeRecord, cluster_metrics, episode_metrics
-from .queues import JobQueues, _neg
+from .queues import JobQueues, negate_key
 from .synthetic_curves import Curves, sample_curves
 from .traces import trace_jobs
 from .workloads import JobBatch, generate_jobs, step_time_fractions
@@ -500,7 +500,9 @@ class Simulator(JobQueues, Deprioritization):
             ver = self._run_ver[jid] = self._run_ver[jid] + 1
             key = self.scheduler.key(self._views[jid])
             old, self._run_key[jid] = self._run_key[jid], key
-            heapq.heappush(self._running, (-key if type(key) is float else _neg(key), jid, ver))
+            heapq.heappush(
+                self._running, (-key if type(key) is float else negate_key(key), jid, ver)
+            )
             if len(self._running) > self._compact_at:
                 self._compact_running()
             # The cluster was stable before this checkpoint (no waiting job fits

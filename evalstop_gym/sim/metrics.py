@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ._fastmath import linear_percentiles, mean
-from .workloads import JOB_TYPES
+from .workloads import JOB_TYPES, RLHF
 
 #: Keys every episode's metrics hold (the env's ``info["episode_metrics"]``).
 METRIC_KEYS: tuple[str, ...] = (
@@ -213,8 +213,6 @@ def honest_metrics(
     * ``utility``: sum_j V_end - V_1 (see :func:`stop_values`), the env's return.
     * ``regret_vs_oracle``: the privileged per-job optimum's utility minus ``utility``.
     """
-    from .workloads import RLHF
-
     hack, flag = r.hacking.astype(bool), r.stopped.astype(bool)
     rlhf = r.job_type == RLHF
     healthy_rl = rlhf & ~hack

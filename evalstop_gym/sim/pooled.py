@@ -32,7 +32,7 @@ from ..errors import ConfigError
 from .config import SimConfig
 from .engine import Event, Simulator
 from .pools import Pool, choices_for
-from .queues import RunEntry, _neg, live_entries, take_victims
+from .queues import RunEntry, live_entries, negate_key, take_victims
 
 
 @dataclass(frozen=True)
@@ -181,7 +181,7 @@ class PooledSimulator(Simulator):
         key = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
         p = self._pool_of[jid]
         running = self._pool_running[p]
-        heapq.heappush(running, (-key if type(key) is float else _neg(key), jid, ver))
+        heapq.heappush(running, (-key if type(key) is float else negate_key(key), jid, ver))
         if len(running) > self._pool_compact_at[p]:
             live = self._pool_running[p] = live_entries(running, self._state, self._run_ver)
             self._pool_compact_at[p] = 4 * len(live) + 64

@@ -12,7 +12,7 @@
   strictly worse-keyed jobs makes room (ties never thrash).
 
 Keys are floats or tuples (totally ordered, as the heaps assume); a
-running-heap entry holds :func:`_neg` of the key.
+running-heap entry holds :func:`negate_key` of the key.
 
 :class:`JobQueues` holds these methods for :class:`~evalstop_gym.sim.engine.Simulator`
 (a mixin on the same instance: no indirection on the hot path); the module
@@ -31,11 +31,11 @@ from .job import RUNNING, WAITING
 RunEntry = tuple[Any, int, int]
 
 
-def _neg(key: Any) -> Any:
+def negate_key(key: Any) -> Any:
     """Negate a key (or each element of a tuple key) for a max-heap.
 
     Where it runs per entry or per checkpoint it is written out as
-    ``-key if type(key) is float else _neg(key)``: the same value, and a float
+    ``-key if type(key) is float else negate_key(key)``: the same value, and a float
     key (most schedulers') then costs no call.
     """
     return tuple(-x for x in key) if isinstance(key, tuple) else -key
@@ -75,7 +75,7 @@ def take_victims(
             continue
         # Preempt only for a strictly better key: ties never thrash.
         k = entry[0]
-        if not wkey < (-k if type(k) is float else _neg(k)):
+        if not wkey < (-k if type(k) is float else negate_key(k)):
             break
         victims.append(heapq.heappop(running))
         freed += gpus[jid]
@@ -156,7 +156,7 @@ class JobQueues:
         ver = self._run_ver[jid] = self._run_ver[jid] + 1
         key = self._run_key[jid] = self.scheduler.key(self._views[jid])
         running = self._running
-        heapq.heappush(running, (-key if type(key) is float else _neg(key), jid, ver))
+        heapq.heappush(running, (-key if type(key) is float else negate_key(key), jid, ver))
         if len(running) > self._compact_at:
             self._compact_running()
         return key
@@ -219,7 +219,7 @@ class JobQueues:
         else:
             return False
         k = entry[0]
-        if not wkey < (-k if type(k) is float else _neg(k)):
+        if not wkey < (-k if type(k) is float else negate_key(k)):
             return False  # the worst running job is not worse: no pass can preempt
         return self._gpus[jid] >= need or self._worse_running_cover(wkey, need)
 
@@ -241,7 +241,7 @@ class JobQueues:
             i = pop()
             entry = running[i]
             k = entry[0]
-            if not wkey < (-k if type(k) is float else _neg(k)):
+            if not wkey < (-k if type(k) is float else negate_key(k)):
                 continue  # neither it nor anything below it is worse
             jid = entry[1]
             if state[jid] == RUNNING and entry[2] == run_ver[jid]:
