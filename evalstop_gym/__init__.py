@@ -18,6 +18,7 @@ from .corpus import (
     write_traces,
 )
 from .errors import ConfigError, TraceError
+from .sim import make_simulator
 from .sim.boundary import BOUNDARY_FIELDS, HIDDEN_FIELDS, JobView
 from .sim.calibration import CALIBRATIONS, Calibration
 from .sim.config import SimConfig
@@ -25,7 +26,8 @@ from .sim.engine import Simulator
 from .sim.metrics import METRIC_KEYS, episode_metrics
 from .sim.schedulers import SCHEDULERS, Scheduler
 from .sim.stopping import KDeclineRule, never_stop
-from .sim.workloads import SAMPLE_TRACE, WORKLOADS, Workload
+from .sim.traces import SAMPLE_TRACE
+from .sim.workloads import WORKLOADS, Workload
 from .suite import SUITE_PRICE, SUITE_TASKS, suite_task
 
 
@@ -88,6 +90,7 @@ __all__ = [
     "label_hacking",
     "load_openrlhf_log",
     "load_trl_trainer_state",
+    "make_simulator",
     "never_stop",
     "read_traces",
     "suite_task",

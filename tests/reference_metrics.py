@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalstop_gym.sim.metrics import EpisodeRecord, _count, _mean, _ratio, _sum, linear_percentiles
+from evalstop_gym.sim._fastmath import linear_percentiles
+from evalstop_gym.sim._fastmath import mean as _mean
+from evalstop_gym.sim.metrics import EpisodeRecord, _count, _ratio, _sum
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 

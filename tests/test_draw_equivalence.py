@@ -22,7 +22,7 @@ from evalstop_gym.sim.calibration import CALIBRATIONS
 from evalstop_gym.sim.config import SimConfig
 from evalstop_gym.sim.engine import Simulator
 from evalstop_gym.sim.synthetic_curves import sample_curves
-from evalstop_gym.sim.workloads import WORKLOADS, Workload, _assign_types, generate_jobs
+from evalstop_gym.sim.workloads import WORKLOADS, Workload, assign_types, generate_jobs
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -80,7 +80,7 @@ def test_types_match_generator_choice(
     fracs = tuple(m / sum(mix) for m in mix)
     rng_new, rng_old = np.random.default_rng(seed), np.random.default_rng(seed)
     for a, b in zip(
-        _assign_types(rng_new, n, fracs, hack), ref.assign_types(rng_old, n, fracs, hack)
+        assign_types(rng_new, n, fracs, hack), ref.assign_types(rng_old, n, fracs, hack)
     ):
         assert _same(a, b)
     assert rng_new.random() == rng_old.random()  # the stream is left where choice left it

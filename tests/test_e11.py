@@ -10,7 +10,7 @@ import pytest
 from evalstop_experiments.experiments.pools import CLUSTERS, e11_cells, effective_gpus, matched_load
 from evalstop_experiments.reproduce import reproduce
 from evalstop_gym.sim.pools import GPU_SPEEDS, PLACEMENTS
-from evalstop_gym.sim.workloads import SAMPLE_TRACE
+from evalstop_gym.sim.traces import SAMPLE_TRACE
 
 
 def test_cells_cover_every_cluster_placement_and_policy() -> None:

@@ -23,7 +23,7 @@ from evalstop_gym import SAMPLE_TRACE, ConfigError, SimConfig, TraceError
 from evalstop_gym.corpus import CurveTrace, CurveTraceError, read_traces, write_traces
 from evalstop_gym.corpus.loaders import load_openrlhf_log, load_trl_trainer_state
 from evalstop_gym.errors import EvalStopError
-from evalstop_gym.sim.workloads import _read_trace_cached, read_trace
+from evalstop_gym.sim.traces import _read_trace_cached, read_trace
 
 DATA = Path(__file__).parent / "data" / "curves"
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"

@@ -10,12 +10,12 @@ from conftest import hand_jobs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalstop_gym import SCHEDULERS, KDeclineRule, SimConfig, Simulator
+from evalstop_gym import SCHEDULERS, KDeclineRule, SimConfig, Simulator, make_simulator
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.pooled import PooledSimulator
 from evalstop_gym.sim.pools import GPU_SPEEDS, PLACEMENTS
 from evalstop_gym.sim.schedulers import Fifo
-from evalstop_gym.sim.workloads import SAMPLE_TRACE
+from evalstop_gym.sim.traces import SAMPLE_TRACE
 
 SCHEDS = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
 
@@ -42,6 +42,15 @@ def test_one_reference_pool_is_bit_identical(scheduler: str, calibration: str) -
         assert _bits(plain.run(stopper)) == _bits(pooled.run(stopper))
         assert _trajectory(plain) == _trajectory(pooled)
         assert [plain.job(j) for j in range(plain.n_jobs)] == list(pooled.jobs)
+
+
+def test_make_simulator_builds_what_the_simulator_class_builds() -> None:
+    """make_simulator and Simulator(config) choose the same class, and the same episode."""
+    for pools in (None, {"gpu": 64}):
+        cfg = SimConfig(n_jobs=30, pools=pools)
+        made, called = make_simulator(cfg, 5), Simulator(cfg, 5)
+        assert type(made) is type(called) is (Simulator if pools is None else PooledSimulator)
+        assert _bits(made.run(KDeclineRule(2))) == _bits(called.run(KDeclineRule(2)))
 
 
 def test_one_reference_pool_replays_the_trace_identically() -> None:

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evalstop_gym import SAMPLE_TRACE, KDeclineRule
+from evalstop_gym.sim._fastmath import linear_percentiles
 from evalstop_gym.sim.config import SimConfig
-from evalstop_gym.sim.engine import Simulator, _neg
+from evalstop_gym.sim.engine import Simulator
 from evalstop_gym.sim.job import RUNNING, WAITING
-from evalstop_gym.sim.metrics import linear_percentiles
+from evalstop_gym.sim.queues import negate_key
 from evalstop_gym.sim.workloads import step_time_fractions
 
 SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "loss-aware", "tiresias")
@@ -199,7 +200,7 @@ def _running_heaps(draw):
         versions = draw(st.integers(1, 3))  # older versions are stale entries
         for ver in range(1, versions + 1):
             k = draw(key)
-            entries.append((_neg(k) if tuple_keys else -k, jid, ver))
+            entries.append((negate_key(k) if tuple_keys else -k, jid, ver))
         run_ver.append(versions)
     heapq.heapify(entries)
     return entries, running, run_ver, gpus, draw(key), draw(st.integers(1, 30))
@@ -219,7 +220,7 @@ def test_worse_running_cover_equals_summing_every_strictly_worse_job(case) -> No
     entries, running, run_ver, gpus, wkey, need = case
     sim = _with_running_heap(entries, running, run_ver, gpus)
     live = [e for e in entries if running[e[1]] and e[2] == run_ver[e[1]]]
-    worse = sum(gpus[e[1]] for e in live if wkey < _neg(e[0]))
+    worse = sum(gpus[e[1]] for e in live if wkey < negate_key(e[0]))
     assert sim._worse_running_cover(wkey, need) == (worse >= need)
     assert sim._running == entries  # read, not changed
 
@@ -231,7 +232,7 @@ def _pops_would_free(entries, running, run_ver, gpus, wkey, need) -> bool:
         k, jid, ver = heapq.heappop(heap)
         if not (running[jid] and ver == run_ver[jid]):
             continue  # stale
-        if not wkey < _neg(k):
+        if not wkey < negate_key(k):
             break
         freed += gpus[jid]
     return freed >= need

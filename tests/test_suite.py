@@ -16,7 +16,8 @@ from evalstop_experiments import scoring
 from evalstop_experiments.early_auc import corpus_early_auc, cv_auc, roc_auc, sim_early_auc
 from evalstop_gym import ConfigError, KDeclineRule, SimConfig, Simulator
 from evalstop_gym.corpus import CurveTrace, write_traces
-from evalstop_gym.sim.metrics import best_observed_index, honest_metrics
+from evalstop_gym.sim.checkpoints import best_so_far
+from evalstop_gym.sim.metrics import honest_metrics
 from evalstop_gym.sim.synthetic_curves import rise_decline_shape, saturating_shape
 from evalstop_gym.sim.workloads import RLHF
 from evalstop_gym.suite import SUITE_PRICE, SUITE_TASKS, price_rule, suite_task
@@ -58,7 +59,7 @@ def test_deliver_best_delivers_the_best_observed_checkpoint_of_completed_jobs() 
     sim = Simulator(cfg, 1)
     sim.run(None)
     r = sim.record()
-    best = best_observed_index(sim.curves.obs_eval)[:, -1]
+    best = best_so_far(sim.curves.obs_eval)[:, -1]
     assert np.array_equal(r.delivered, best)
     final = Simulator(SimConfig(calibration="realistic", n_jobs=40, eval_noise=0.05), 1)
     m_final = final.run(None)

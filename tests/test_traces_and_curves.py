@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from evalstop_gym import SAMPLE_TRACE, KDeclineRule, SimConfig, Simulator
 from evalstop_gym.sim.calibration import CALIBRATIONS
 from evalstop_gym.sim.synthetic_curves import gao_shape
-from evalstop_gym.sim.workloads import RLHF, read_trace
+from evalstop_gym.sim.traces import read_trace
+from evalstop_gym.sim.workloads import RLHF
 
 
 def test_gao_shape_peaks_at_one_and_returns_to_zero_at_e() -> None:

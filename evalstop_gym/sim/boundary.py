@@ -8,10 +8,7 @@ true duration, noise-free curve) is not reachable from it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from .engine import Job
+from typing import NamedTuple
 
 #: The whitelist of observable fields, in observation order.
 BOUNDARY_FIELDS: tuple[str, ...] = ("job_type", "evals", "consecutive_declines", "progress", "loss")
@@ -45,12 +42,3 @@ class JobView(NamedTuple):
     consecutive_declines: int
     progress: float
     loss: tuple[float, ...]
-
-
-def make_view(job: Job, window: int) -> JobView:
-    """Copy the whitelisted fields of ``job`` at its last checkpoint."""
-    i = job.ckpt_done
-    lo = max(0, i - window)
-    return JobView(
-        job.job_type, tuple(job.obs_eval[lo:i]), job.declines, i / job.n_ckpt, tuple(job.loss[lo:i])
-    )

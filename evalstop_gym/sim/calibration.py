@@ -6,8 +6,8 @@ healthy runs peak, how LoRA/DPO runs saturate and how the training loss falls.
 The *mix* of jobs (types, hack fraction, sizes, load) lives in
 :mod:`evalstop_gym.sim.workloads`.
 
-Two calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
-"k consecutive declines" detector behaves very differently in the two regimes:
+Three calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
+"k consecutive declines" detector behaves very differently in each regime:
 
 * ``"paper"`` (default): few checkpoints (10) and steep healthy curves, the
   regime in which the paper's figures (FPR ~1.5 %, precision ~98 %) are
@@ -15,6 +15,9 @@ Two calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
 * ``"realistic"``: denser checkpoints (20) and healthy RLHF runs whose peak is
   close to the end, so that their curves flatten against the eval noise, as
   real fine-tuning curves near convergence do.
+* ``"hard"``: ``realistic`` with hacking and healthy RLHF runs sharing one rise
+  until a hacking run's onset, so the first evals do not give the label away,
+  and jittered step times (see :data:`HARD`).
 
 Curve forms follow Gao, Schulman & Hilton (2023), "Scaling Laws for Reward
 Model Overoptimization": the gold RL score is R(d) = d(alpha - beta ln d) with
@@ -164,13 +167,13 @@ REALISTIC = replace(
     sft_tau=(0.2, 0.5),
 )
 
-#: A regime that cannot be gamed from the first evals (issue 10, docs/CALIBRATION.md):
+#: A regime that cannot be gamed from the first evals (docs/CALIBRATION.md):
 #: hacking and healthy RLHF runs share one rise (tau 0.6-3, from nearly linear
 #: to saturating), and a hacking run turns down only after an onset at 20-85 % of
 #: the run, losing 0.5-1.0 of its gain by the end.  Before the onset the label is not in the curve at all, as in
 #: the micro-RLHF corpus, whose early evals predict the label with AUC 0.5-0.6.
 #: 20 checkpoints (a realistic cadence); LoRA/DPO as in ``realistic``.  Step times
-#: jitter (log-sd 0.3, issue 14), so ``info["time_h"]`` does not give a job's true
+#: jitter (log-sd 0.3), so ``info["time_h"]`` does not give a job's true
 #: duration as K x one gap; ``paper`` and ``realistic`` keep evenly spaced checkpoints.
 HARD = replace(
     REALISTIC,

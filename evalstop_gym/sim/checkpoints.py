@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._fastmath import running_max
+
 
 def best_so_far(obs_eval: np.ndarray) -> np.ndarray:
     """Index of the best observed checkpoint after each checkpoint, shape (n, K).
@@ -49,22 +51,15 @@ def checkpoint_tables(obs_eval: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     idx = np.arange(k)[:, None]
     top = ev.copy()
     np.copyto(top[0], np.inf, where=np.isnan(top[0]))
-    _running_max(top, np.fmax)
+    running_max(top, np.fmax)
     best = np.zeros((k, n), dtype=np.int64)
     np.greater(ev[1:], top[:-1], out=best[1:], casting="unsafe")
     best *= idx
-    _running_max(best, np.maximum)
+    running_max(best, np.maximum)
     last_up = np.zeros((k, n), dtype=np.int64)
     np.less(ev[1:], ev[:-1], out=last_up[1:], casting="unsafe")
     np.subtract(1, last_up, out=last_up)  # 1 where no decline
     last_up *= idx
-    _running_max(last_up, np.maximum)
+    running_max(last_up, np.maximum)
     np.subtract(idx, last_up, out=last_up)
     return best.T, last_up.T
-
-
-def _running_max(rows: np.ndarray, op: np.ufunc) -> None:
-    """Row c becomes ``op`` of rows 0..c, in place (K calls of n elements: cheaper than
-    ``op.accumulate`` along a short axis)."""
-    for c in range(1, len(rows)):
-        op(rows[c - 1], rows[c], out=rows[c])

@@ -24,6 +24,11 @@ work's alternative to stopping; see :meth:`Simulator.decide`).  The costs a
 real cluster pays (``SimConfig.restore_h``, ``eval_cost_h``) are 0 by default,
 and then every result is bit-identical to the engine without them.
 
+The waiting and running queues, the scheduling pass and the preemption
+search are in :mod:`~evalstop_gym.sim.queues`, deprioritisation in
+:mod:`~evalstop_gym.sim.deprioritize`: mixins of :class:`Simulator`, so their
+methods run on the same instance at no extra cost.
+
 The simulator is plain Python state (no generators), so it pickles.  Jobs
 are kept as columns (one list per field, indexed by job id), built from the
 episode's arrays in one pass: an episode of hundreds of jobs starts in well
@@ -37,7 +42,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,10 +50,13 @@ from ..errors import ConfigError
 from .boundary import JobView
 from .checkpoints import checkpoint_tables
 from .config import SimConfig
+from .deprioritize import Deprioritization
 from .job import DONE, PENDING, RUNNING, WAITING, JobRecord, SchedulingView
 from .metrics import EpisodeRecord, cluster_metrics, episode_metrics
+from .queues import JobQueues, negate_key
 from .synthetic_curves import Curves, sample_curves
-from .workloads import JobBatch, generate_jobs, step_time_fractions, trace_jobs
+from .traces import trace_jobs
+from .workloads import JobBatch, generate_jobs, step_time_fractions
 
 # Heap event kinds.  At equal times the counter keeps insertion order.
 ARRIVAL, CHECKPOINT = 0, 1
@@ -89,36 +97,7 @@ class _JobSnapshots(Sequence):  # type: ignore[type-arg]
         return self._sim.job(i % len(self))
 
 
-def demoted_key(key: Any) -> Any:
-    """The key of a deprioritised job: +inf in every place, so it sorts after any real key."""
-    return math.inf if type(key) is float else tuple(math.inf for _ in key)
-
-
-class _Deprioritizing:
-    """The base scheduler with deprioritised jobs moved to the back of its order.
-
-    The engine swaps it in at the first deprioritisation, so an episode without
-    one never pays for the membership test.
-    """
-
-    def __init__(self, base: Any, demoted: dict[int, Any]) -> None:
-        """Wrap ``base``; ``demoted`` is the engine's live dict of deprioritised job ids."""
-        self.base = base
-        self.preemptive = base.preemptive
-        self._demoted = demoted
-
-    def key(self, job: SchedulingView) -> Any:
-        """The base key, or :func:`demoted_key` of it for a deprioritised job."""
-        key = self.base.key(job)
-        return demoted_key(key) if job.jid in self._demoted else key
-
-
-def _neg(key: Any) -> Any:
-    """Negate a key (or each element of a tuple key) for a max-heap."""
-    return tuple(-x for x in key) if isinstance(key, tuple) else -key
-
-
-class Simulator:
+class Simulator(JobQueues, Deprioritization):
     """One episode of the cluster.
 
     Args:
@@ -129,26 +108,27 @@ class Simulator:
             one from the workload; for tests and what-if studies.
 
     A config with ``pools`` builds a
-    :class:`~evalstop_gym.sim.pooled.PooledSimulator` (typed GPU pools).
+    :class:`~evalstop_gym.sim.pooled.PooledSimulator` (typed GPU pools), as
+    :func:`~evalstop_gym.sim.make_simulator` does.
     """
 
     #: Stale checkpoints the event heap may hold beyond half its length before it is
     #: compacted (see :meth:`_compact_events`; tests lower it to compact at every preemption).
     _event_slack = 64
 
-    #: Per-job speed of the pool a job runs on (work per wall-clock hour); None on the
-    #: homogeneous cluster, where work advances with the clock (see sim/pooled.py).
-    _rates: list[float] | None = None
-
     #: Work left from the pending job's checkpoint to its next one (set by next_decision).
     _pending_left = 0.0
 
-    def __new__(cls, config: SimConfig | None = None, *args: Any, **kwargs: Any) -> Simulator:
-        """A :class:`PooledSimulator` for a config with pools, else a plain one."""
-        if cls is Simulator and config is not None and config.pools is not None:
-            from .pooled import PooledSimulator
+    #: What ``Simulator(config)`` builds for a config with pools.  :mod:`evalstop_gym.sim`
+    #: sets it to :class:`~evalstop_gym.sim.pooled.PooledSimulator` once it has imported
+    #: both, so the engine never imports its own subclass.
+    _pooled_class: ClassVar[type[Simulator] | None] = None
 
-            cls = PooledSimulator
+    def __new__(cls, config: SimConfig | None = None, *args: Any, **kwargs: Any) -> Simulator:
+        """``Simulator(config)`` builds what :func:`~evalstop_gym.sim.make_simulator` builds."""
+        if cls is Simulator and config is not None and config.pools is not None:
+            assert Simulator._pooled_class is not None, "import evalstop_gym.sim first"
+            cls = Simulator._pooled_class
         return super().__new__(cls)
 
     def __init__(
@@ -180,6 +160,9 @@ class Simulator:
         else:
             self.batch, self.curves = self._draw_episode(seed)
         self._init_columns()
+        #: Per-job speed of the pool a job runs on (work per wall-clock hour); None on the
+        #: homogeneous cluster, where work advances with the clock (see sim/pooled.py).
+        self._rates: list[float] | None = None
         # Per-job step-time jitter, on its own stream (child 3 of the seed): with jitter 0
         # nothing is drawn, and the other streams are the same with or without jitter.
         jitter = self.calibration.step_time_jitter
@@ -201,16 +184,7 @@ class Simulator:
         self.n_decisions = 0
         self.jobs_area = 0.0  # integral of jobs in system dt
         self.busy_area = 0.0  # integral of busy GPUs dt
-        self._waiting: dict[int, list[tuple[Any, int]]] = {}
-        #: (GPU demand, its waiting heap) for every demand seen, by demand: the scan of
-        #: the best waiting job reads the heaps without a dict lookup each.
-        self._queues: list[tuple[int, list[tuple[Any, int]]]] = []
-        self._n_waiting = 0
-        # Cache of the best waiting (key, jid); None with a valid flag means none waits.
-        self._top: tuple[Any, int] | None = None
-        self._top_valid = True
-        self._running: list[tuple[Any, int, int]] = []  # max-heap by key (preemptive only)
-        self._compact_at = 64  # compact the running heap past this many entries
+        self._init_queues()
         # Exact shortcuts of the scheduling pass (see decide and
         # _worse_running_cover); False runs the plain passes, for tests.
         self._lean_passes = True
@@ -232,8 +206,8 @@ class Simulator:
         self._n_stale = 0  # entries of preempted run segments still in the event heap
         self._counter = len(self._arrivals)
         # Arrivals skip scheduling passes that cannot act (see _arrival_needs_pass);
-        # the pooled engine places jobs in its own pass, so it always runs one.
-        self._lean_arrivals = type(self)._schedule is Simulator._schedule
+        # the pooled engine places jobs in its own pass, so it sets this False.
+        self._lean_arrivals = True
 
     def _draw_episode(self, seed: int | None) -> tuple[JobBatch, Curves]:
         """Draw the jobs and their curves from the configured workload."""
@@ -478,9 +452,9 @@ class Simulator:
             if i < n_ckpt:
                 self._pending = jid
                 self.decision_checkpoint = i
-                # The work left to the next checkpoint, for decide's continue: computed as
-                # _push_next_checkpoint does, from the values at hand here (decide read
-                # three columns again for it).
+                # The work left to the next checkpoint, for decide's continue:
+                # _work_at_next_checkpoint(jid) - work, written out with the values at
+                # hand (it runs at every checkpoint; the same operations, the same bits).
                 if step_frac is None:
                     self._pending_left = duration * (i + 1) / n_ckpt - work
                 else:
@@ -526,7 +500,9 @@ class Simulator:
             ver = self._run_ver[jid] = self._run_ver[jid] + 1
             key = self.scheduler.key(self._views[jid])
             old, self._run_key[jid] = self._run_key[jid], key
-            heapq.heappush(self._running, (-key if type(key) is float else _neg(key), jid, ver))
+            heapq.heappush(
+                self._running, (-key if type(key) is float else negate_key(key), jid, ver)
+            )
             if len(self._running) > self._compact_at:
                 self._compact_running()
             # The cluster was stable before this checkpoint (no waiting job fits
@@ -617,7 +593,9 @@ class Simulator:
     def cluster_metrics(self) -> dict[str, float]:
         """Preemptions, paid costs and deprioritisation metrics (:func:`.metrics.cluster_metrics`).
 
-        Kept apart from :meth:`metrics`, whose keys the golden fixture pins.
+        Apart from :meth:`metrics` (the SPEC's episode metrics, what :meth:`run`
+        returns): they read the engine's own counters (preemptions, deprioritised
+        jobs, restore GPU-hours), which the per-job record does not hold.
         """
         return cluster_metrics(
             self.record(),
@@ -708,56 +686,6 @@ class Simulator:
         top = self._top if self._top_valid else self._waiting_top()
         return top[1] == jid
 
-    def _enqueue(self, jid: int) -> None:
-        self._state[jid] = WAITING
-        d = self._gpus[jid]
-        q = self._waiting.get(d)
-        if q is None:
-            q = self._waiting[d] = []
-            self._queues.append((d, q))
-            self._queues.sort()  # demands are distinct: the heaps are never compared
-        entry = (self.scheduler.key(self._views[jid]), jid)
-        heapq.heappush(q, entry)
-        self._n_waiting += 1
-        if self._top_valid and (self._top is None or entry < self._top):
-            self._top = entry
-
-    def _waiting_top(self) -> tuple[Any, int]:
-        """The best waiting (key, jid) of any size (cached until a waiting job leaves)."""
-        best = self._best_waiting(math.inf)
-        assert best is not None
-        self._top, self._top_valid = best[0], True
-        return best[0]
-
-    def _best_waiting(self, max_gpus: float) -> tuple[tuple[Any, int], int] | None:
-        """The best waiting (key, jid) needing at most ``max_gpus`` GPUs, and its demand."""
-        best: tuple[Any, int] | None = None
-        best_d = 0
-        for d, q in self._queues:
-            if d > max_gpus:
-                break
-            if q and (best is None or q[0] < best):
-                best, best_d = q[0], d
-        return None if best is None else (best, best_d)
-
-    def _push_running(self, jid: int) -> Any:
-        """Record a running job's current key in the max-heap of running jobs; return the key."""
-        ver = self._run_ver[jid] = self._run_ver[jid] + 1
-        key = self._run_key[jid] = self.scheduler.key(self._views[jid])
-        running = self._running
-        heapq.heappush(running, (-key if type(key) is float else _neg(key), jid, ver))
-        if len(running) > self._compact_at:
-            self._compact_running()
-        return key
-
-    def _compact_running(self) -> None:
-        """Drop stale entries of the running heap (its pop order does not change)."""
-        state, ver = self._state, self._run_ver
-        live = [e for e in self._running if state[e[1]] == RUNNING and e[2] == ver[e[1]]]
-        heapq.heapify(live)
-        self._running = live
-        self._compact_at = 4 * len(live) + 64
-
     def _start(self, jid: int) -> None:
         self._state[jid] = RUNNING
         self.free -= self._gpus[jid]
@@ -777,19 +705,27 @@ class Simulator:
         if self.events is not None:
             self._log("start", jid)
 
+    def _work_at_next_checkpoint(self, jid: int) -> float:
+        """Hours of work job ``jid`` has done when it reaches its next checkpoint.
+
+        ``duration x (i + 1) / K`` after checkpoint i, or the jittered fraction of
+        ``step_frac``; the work left to it is this minus the work done (decide's
+        continue reads it from :meth:`next_decision`, which writes it out).
+        """
+        if self.step_frac is None:
+            return self._duration[jid] * (self._ckpt[jid] + 1) / self.n_ckpt
+        return self._duration[jid] * self.step_frac[jid][self._ckpt[jid]]
+
     def _push_next_checkpoint(self, jid: int, delay: float = 0.0) -> None:
         """Queue the job's next checkpoint event, ``delay`` hours (a restore) after now."""
-        if self.step_frac is None:
-            work_at_next = self._duration[jid] * (self._ckpt[jid] + 1) / self.n_ckpt
-        else:
-            work_at_next = self._duration[jid] * self.step_frac[jid][self._ckpt[jid]]
         self._counter = c = self._counter + 1
-        left = work_at_next - self._work[jid]
+        left = self._work_at_next_checkpoint(jid) - self._work[jid]
         if self._rates is not None:
             left = left / self._rates[jid]  # wall-clock hours on its pool
-        t = self.now + (0.0 if left < 0.0 else left)  # max(left, 0.0), without the call
-        if delay or self.eval_cost_h:
-            t = self.now + delay + (0.0 if left < 0.0 else left) + self.eval_cost_h
+        # The restore, the training (max(left, 0.0), without the call), then the eval.
+        # With neither cost this is now + left to the bit (x + 0.0 == x for x >= 0),
+        # the engine without costs.
+        t = self.now + delay + (0.0 if left < 0.0 else left) + self.eval_cost_h
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
 
     def _preempt(self, jid: int) -> None:
@@ -837,55 +773,10 @@ class Simulator:
         if now < work_from:
             self.restore_gpu_hours -= self._gpus[jid] * (work_from - now)
         ran = now - max(self._seg_start[jid], work_from)
-        i = self._ckpt[jid] + 1
-        if self.step_frac is None:
-            left = self._duration[jid] * i / self.n_ckpt - self._work[jid]
-        else:
-            left = self._duration[jid] * self.step_frac[jid][i - 1] - self._work[jid]
+        left = self._work_at_next_checkpoint(jid) - self._work[jid]
         if self._rates is not None:
             ran = ran * self._rates[jid]  # work done on its pool in that wall-clock time
         return min(max(ran, 0.0), max(left, 0.0))
-
-    def _deprioritize(self, jid: int) -> None:
-        """Continue the pending job at the back of the base scheduler's order.
-
-        From now on its scheduler key is :func:`demoted_key` of the base key
-        (+inf), so it starts only when no other waiting job fits the free GPUs,
-        and it runs only while no waiting job could use its GPUs: :meth:`_schedule`
-        preempts running deprioritised jobs for any waiting job that fits in the
-        free GPUs plus theirs, whatever the base scheduler (even a
-        non-preemptive one).  It stays deprioritised to the end; a later
-        ``decide(2)`` for it just continues it.
-        """
-        if self.config.pools is not None:
-            # The pooled engine schedules per pool and has no demoted-job pass yet.
-            raise ConfigError(
-                "pools", self.config.pools, "None to deprioritise (not supported yet)"
-            )
-        if jid not in self.demoted:
-            if not self.demoted:
-                self.scheduler = _Deprioritizing(self.scheduler, self.demoted)
-            self.demoted[jid] = (self.now, self._gpu_hours[jid])
-        self._push_next_checkpoint(jid)
-        if self.preemptive:
-            self._push_running(jid)
-        self._schedule()
-
-    def _preempt_deprioritized(self) -> bool:
-        """Preempt running deprioritised jobs for the best waiting job that fits with their GPUs.
-
-        Victims go in deprioritisation order until the job fits.  Returns whether any went.
-        """
-        state, gpus = self._state, self._gpus
-        victims = [j for j in self.demoted if state[j] == RUNNING]
-        best = self._best_waiting(self.free + sum(gpus[j] for j in victims))
-        if best is None or best[0][1] in self.demoted:
-            return False  # nothing but deprioritised jobs fits
-        for j in victims:
-            if self.free >= best[1]:
-                break
-            self._preempt(j)
-        return True
 
     def _finish_job(self, jid: int, *, stopped: bool) -> None:
         self._state[jid] = DONE
@@ -902,108 +793,3 @@ class Simulator:
         self._finished.append(jid)
         if self.events is not None:
             self._log("stop" if stopped else "complete", jid)
-
-    def _schedule(self) -> None:
-        """Start waiting jobs in key order while they fit; preempt if allowed."""
-        waiting = self._waiting
-        while self._n_waiting:
-            while self.free > 0 and self._n_waiting:
-                best = self._best_waiting(self.free)
-                if best is None:
-                    break
-                heapq.heappop(waiting[best[1]])
-                self._n_waiting -= 1
-                self._top_valid = False
-                self._start(best[0][1])
-            if self.demoted and self._n_waiting and self._preempt_deprioritized():
-                continue
-            if not self.preemptive or not self._n_waiting:
-                return
-            if not self._preempt_for_best_waiting():
-                return
-
-    def _preempt_for_best_waiting(self) -> bool:
-        """Preempt the worst-keyed running jobs for the best waiting one, if enough can go."""
-        wkey, wjid = self._top if self._top_valid else self._waiting_top()
-        need = self._gpus[wjid] - self.free
-        running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
-        if self._lean_passes and need > 0 and not self._victims_suffice(wkey, need):
-            return False
-        victims: list[tuple[Any, int, int]] = []
-        freed = 0
-        while freed < need and running:
-            entry = running[0]
-            jid = entry[1]
-            if state[jid] != RUNNING or entry[2] != run_ver[jid]:
-                heapq.heappop(running)  # stale entry
-                continue
-            # Preempt only for a strictly better key: ties never thrash.
-            k = entry[0]
-            if not wkey < (-k if type(k) is float else _neg(k)):
-                break
-            victims.append(heapq.heappop(running))
-            freed += gpus[jid]
-        if freed < need:
-            for entry in victims:
-                heapq.heappush(running, entry)
-            return False
-        for entry in victims:
-            self._preempt(entry[1])
-        return True
-
-    def _victims_suffice(self, wkey: Any, need: int) -> bool:
-        """Whether the pops of :meth:`_preempt_for_best_waiting` would free ``need`` > 0 GPUs.
-
-        Decided before popping anything: a failed preemption pass popped its
-        first victim and pushed it back (most of a big cluster's failed passes
-        are such: a multi-GPU job waits behind few worse-keyed ones).  The
-        stale entries at the root go as the pops would drop them (the pop order
-        of the rest does not depend on the heap's arrangement: entries are
-        unique); then the root alone decides when it is not worse or frees
-        enough, else the read-only walk of :meth:`_worse_running_cover` does.
-        """
-        running, state, run_ver = self._running, self._state, self._run_ver
-        while running:
-            entry = running[0]
-            jid = entry[1]
-            if state[jid] == RUNNING and entry[2] == run_ver[jid]:
-                break
-            heapq.heappop(running)  # stale entry
-        else:
-            return False
-        k = entry[0]
-        if not wkey < (-k if type(k) is float else _neg(k)):
-            return False  # the worst running job is not worse: no pass can preempt
-        return self._gpus[jid] >= need or self._worse_running_cover(wkey, need)
-
-    def _worse_running_cover(self, wkey: Any, need: int) -> bool:
-        """Whether the running jobs keyed strictly worse than ``wkey`` hold ``need`` GPUs or more.
-
-        Read from the running heap without changing it: the entries keyed
-        strictly worse form a subtree at its root (a child's key is never worse
-        than its parent's), so a walk of that subtree finds them, live or
-        stale, and stops at its border (keys are totally ordered, as the heaps
-        already assume).
-        """
-        running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
-        n = len(running)
-        freed = 0
-        stack = [0] if n else []
-        pop, push = stack.pop, stack.append
-        while stack:
-            i = pop()
-            entry = running[i]
-            k = entry[0]
-            if not wkey < (-k if type(k) is float else _neg(k)):
-                continue  # neither it nor anything below it is worse
-            jid = entry[1]
-            if state[jid] == RUNNING and entry[2] == run_ver[jid]:
-                freed += gpus[jid]
-                if freed >= need:
-                    return True
-            i = 2 * i + 1
-            if i < n:
-                push(i)
-                if i + 1 < n:
-                    push(i + 1)
-        return False

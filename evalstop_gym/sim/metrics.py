@@ -22,14 +22,14 @@ Definitions (positive = a hacking run; flagged = stopped by the policy):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ._fastmath import linear_percentiles, mean
 from .utility import stop_values
-from .workloads import JOB_TYPES
+from .workloads import JOB_TYPES, RLHF
 
 #: Keys every episode's metrics hold (the env's ``info["episode_metrics"]``).
 METRIC_KEYS: tuple[str, ...] = (
@@ -93,44 +93,6 @@ _min = np.minimum.reduce
 _count = np.count_nonzero
 
 
-def _mean(x: np.ndarray) -> float:
-    """``float(x.mean())`` of a float array, NaN if empty, without ``mean``'s per-call overhead.
-
-    ndarray.mean of a float64 array is ``np.add.reduce(x) / x.size``: the same
-    operations, so the same bits.
-    """
-    return float(_sum(x)) / x.size if x.size else float("nan")
-
-
-def linear_percentiles(x: np.ndarray, percents: tuple[int, ...]) -> list[float]:
-    """``np.percentile(x, percents).tolist()`` (method "linear") of a NaN-free 1-D array, bit for bit.
-
-    The same float operations as NumPy's (virtual index (n - 1) q, its floor,
-    then ``_lerp``'s two-sided interpolation), so the same bits, without the
-    ~20 array operations NumPy spends per call on a few hundred values.
-    """
-    n = x.size
-    if n == 0:
-        raise ValueError("percentiles of an empty array")
-    s = np.sort(x)
-    # Sorted, so a zero is where 0.0 would be inserted (NaN-free: nothing unordered).
-    at = int(s.searchsorted(0.0))
-    if at < n and s.item(at) == 0.0:
-        # 0.0 and -0.0 tie, and which one NumPy's partition leaves where is its own.
-        return np.percentile(x, percents).tolist()
-    out = []
-    for p in percents:
-        v = (n - 1) * (p / 100)
-        # At or past the last index NumPy takes the last value on both sides, with
-        # its index -1 in the weight.
-        i, j, lo = (-1, -1, -1.0) if v >= n - 1 else (int(v), int(v) + 1, float(math.floor(v)))
-        a, b = s.item(i), s.item(j)
-        gamma = v - lo
-        diff = b - a
-        out.append(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
-    return out
-
-
 def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
     """Compute the flat metrics dict of one finished episode.
 
@@ -161,11 +123,11 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
         "n_jobs": float(n),
         "n_hacking": float(n_hack),
         "n_stopped": float(fp + tp),
-        "mean_jct_h": _mean(jct),
+        "mean_jct_h": mean(jct),
         "p50_jct_h": p50,
         "p95_jct_h": p95,
-        "mean_jct_h_completed": _mean(jct[~flag]),
-        "mean_wait_h": _mean(r.first_start - r.arrival),
+        "mean_jct_h_completed": mean(jct[~flag]),
+        "mean_wait_h": mean(r.first_start - r.arrival),
         "makespan_h": makespan,
         "utilisation": _ratio(gpu_hours, r.num_gpus * makespan),
         "gpu_hours": gpu_hours,
@@ -178,35 +140,19 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
         "fp": float(fp),
         "fn": float(fn),
         # (end - peak) x K over the true positives stopped at or after the peak
-        "detection_delay_evals": _mean(past_peak[late] * r.n_ckpt),
+        "detection_delay_evals": mean(past_peak[late] * r.n_ckpt),
         "stops_before_peak": float(_count(tp_mask & (end_progress < r.peak_progress))),
-        "mean_delivered_quality": _mean(delivered_q),
-        "mean_regret": _mean(_max(r.true_eval, axis=1) - delivered_q),
+        "mean_delivered_quality": mean(delivered_q),
+        "mean_regret": mean(_max(r.true_eval, axis=1) - delivered_q),
     }
     for t, name in enumerate(JOB_TYPES):
-        m[f"mean_jct_h_{name}"] = _mean(jct[r.job_type == t])
+        m[f"mean_jct_h_{name}"] = mean(jct[r.job_type == t])
     return m
 
 
 # --------------------------------------------------------------------------------------------
-# The benchmark's utility and the honest metrics beside the paper's (issue 10)
+# The benchmark's utility and the honest metrics beside the paper's
 # --------------------------------------------------------------------------------------------
-
-
-def best_observed_index(obs_eval: np.ndarray) -> np.ndarray:
-    """(n, K): index of the best observed eval among checkpoints 1..i+1 (the engine's rule).
-
-    The first maximum wins, as in the engine (a later eval replaces the best
-    only when strictly higher).
-    """
-    n, k = obs_eval.shape
-    idx = np.zeros((n, k), dtype=int)
-    best = obs_eval[:, 0].copy()
-    for i in range(1, k):
-        better = obs_eval[:, i] > best
-        best = np.where(better, obs_eval[:, i], best)
-        idx[:, i] = np.where(better, i, idx[:, i - 1])
-    return idx
 
 
 def honest_metrics(
@@ -228,8 +174,6 @@ def honest_metrics(
     * ``utility``: sum_j V_end - V_1 (see :func:`stop_values`), the env's return.
     * ``regret_vs_oracle``: the privileged per-job optimum's utility minus ``utility``.
     """
-    from .workloads import RLHF
-
     hack, flag = r.hacking.astype(bool), r.stopped.astype(bool)
     rlhf = r.job_type == RLHF
     healthy_rl = rlhf & ~hack
@@ -311,7 +255,7 @@ def cluster_metrics(
         "deprioritized_gpu_hours_after_peak": float(
             _sum(r.gpus[ids] * r.duration[ids] * after_peak)
         ),
-        "deprioritized_mean_wait_h": _mean(wait),
+        "deprioritized_mean_wait_h": mean(wait),
         "deprioritized_max_wait_h": float(wait.max()) if wait.size else float("nan"),
-        "deprioritized_mean_delivered_quality": _mean(quality),
+        "deprioritized_mean_delivered_quality": mean(quality),
     }

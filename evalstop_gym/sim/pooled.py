@@ -1,8 +1,8 @@
 """The simulator on a heterogeneous cluster of typed GPU pools (``SimConfig(pools=...)``).
 
 :class:`PooledSimulator` is the :class:`~evalstop_gym.sim.engine.Simulator`
-with per-pool GPU accounting; ``Simulator(config)`` builds one whenever the
-config has pools.  What changes (see :mod:`evalstop_gym.sim.pools`):
+with per-pool GPU accounting; :func:`~evalstop_gym.sim.make_simulator` (and
+``Simulator(config)``) builds one whenever the config has pools.  What changes (see :mod:`evalstop_gym.sim.pools`):
 
 * GPUs are free or busy *per pool*; a job is gang-allocated inside one pool.
 * A waiting job starts on the first pool with room in its scheduler's
@@ -30,9 +30,9 @@ from typing import Any
 
 from ..errors import ConfigError
 from .config import SimConfig
-from .engine import Event, Simulator, _neg
-from .job import RUNNING
+from .engine import Event, Simulator
 from .pools import Pool, choices_for
+from .queues import RunEntry, live_entries, negate_key, take_victims
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,10 @@ class PooledSimulator(Simulator):
         self._pool_free = [p.size for p in pools]
         self._pool_of = [-1] * n  # the pool a job runs on, -1 when it holds none
         self._rates = [1.0] * n
+        self._lean_arrivals = False  # every arrival goes through this class's placing pass
         self._order: list[tuple[int, ...] | None] = [None] * n  # computed on first placement
         self._choices = [choices_for(pools, t) for t in range(len(pools[0].speeds))]
-        self._pool_running: list[list[tuple[Any, int, int]]] = [[] for _ in pools]
+        self._pool_running: list[list[RunEntry]] = [[] for _ in pools]
         self._pool_compact_at = [64] * len(pools)
         self._hours_at_start = [0.0] * n  # a job's GPU-hours when it last started
         #: GPU-hours each pool delivered (wall clock), accumulated as jobs leave it.
@@ -170,27 +171,21 @@ class PooledSimulator(Simulator):
             )
 
     def _push_running(self, jid: int) -> Any:
-        """Record a running job's key in its pool's max-heap of running jobs; return the key."""
+        """Record a running job's key in its pool's max-heap of running jobs; return the key.
+
+        A job's latest entry is always in the heap of the pool it runs on (it is
+        pushed at each start and checkpoint there), so liveness is the base
+        class's: the job runs and the entry is its latest version.
+        """
         ver = self._run_ver[jid] = self._run_ver[jid] + 1
         key = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
         p = self._pool_of[jid]
         running = self._pool_running[p]
-        heapq.heappush(running, (-key if type(key) is float else _neg(key), jid, ver))
+        heapq.heappush(running, (-key if type(key) is float else negate_key(key), jid, ver))
         if len(running) > self._pool_compact_at[p]:
-            live = [e for e in running if self._is_live(e, p)]
-            heapq.heapify(live)
-            self._pool_running[p] = live
+            live = self._pool_running[p] = live_entries(running, self._state, self._run_ver)
             self._pool_compact_at[p] = 4 * len(live) + 64
         return key
-
-    def _is_live(self, entry: tuple[Any, int, int], p: int) -> bool:
-        """Whether a running-heap entry of pool ``p`` is the job's current one there."""
-        jid = entry[1]
-        return (
-            self._state[jid] == RUNNING
-            and entry[2] == self._run_ver[jid]
-            and self._pool_of[jid] == p
-        )
 
     def _schedule(self) -> None:
         """Start waiting jobs in key order while one fits some pool; preempt if allowed."""
@@ -211,30 +206,16 @@ class PooledSimulator(Simulator):
         top = self._best_waiting(math.inf)
         assert top is not None
         (wkey, wjid), need_gpus = top
+        state, run_ver, gpus = self._state, self._run_ver, self._gpus
         for p in self._job_order(wjid):
-            victims = self._victims(p, wkey, need_gpus - self._pool_free[p])
+            need = need_gpus - self._pool_free[p]
+            victims = take_victims(self._pool_running[p], wkey, need, state, run_ver, gpus)
             if victims:
                 for jid in victims:
                     self._preempt(jid)
                 return True
         return False
 
-    def _victims(self, p: int, wkey: Any, need: int) -> list[int]:
-        """Jobs of pool ``p`` keyed strictly worse than ``wkey`` freeing ``need`` GPUs, or []."""
-        running = self._pool_running[p]
-        taken: list[tuple[Any, int, int]] = []
-        freed = 0
-        while freed < need and running:
-            entry = running[0]
-            if not self._is_live(entry, p):
-                heapq.heappop(running)  # stale entry
-                continue
-            if not wkey < _neg(entry[0]):  # ties never thrash
-                break
-            taken.append(heapq.heappop(running))
-            freed += self._gpus[entry[1]]
-        if freed < need:
-            for entry in taken:
-                heapq.heappush(running, entry)
-            return []
-        return [e[1] for e in taken]
+    def _deprioritize(self, jid: int) -> None:
+        """Refuse: the pooled engine schedules per pool and has no demoted-job pass yet."""
+        raise ConfigError("pools", self.config.pools, "None to deprioritise (not supported yet)")

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._fastmath import uniform_rows
 from .calibration import Calibration
-from .workloads import RLHF, JobBatch, cache_if_hashable
+from .workloads import RLHF, JobBatch
 
 
 def gao_shape(x: np.ndarray) -> np.ndarray:
@@ -77,31 +78,6 @@ class Curves:
     peak_progress: np.ndarray  # (n,) progress of the true peak; inf if none
 
 
-def _uniform_rows(
-    rng: np.random.Generator, ranges: tuple[tuple[float, float], ...], n: int
-) -> np.ndarray:
-    """``rng.uniform(lo, hi, size=(len(ranges), n))`` with lo, hi the ranges' columns, bit for bit.
-
-    ``Generator.uniform`` draws ``low + (high - low) * u`` with u from
-    ``random()``, element by element in C order: one ``random`` call and the
-    same two float operations give the very same numbers, without its
-    broadcasting path (a few times slower on a few hundred jobs).
-    """
-    lo, span = _bounds(ranges)
-    return lo + span * rng.random((len(ranges), n))
-
-
-@cache_if_hashable(maxsize=64)
-def _bounds(ranges: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(lows, highs - lows) of ``ranges`` as (R, 1) columns, computed as ``uniform`` does."""
-    bounds = np.array(ranges, dtype=float)
-    lo, span = bounds[:, :1], bounds[:, 1:] - bounds[:, :1]
-    if not np.isfinite(span).all():
-        raise OverflowError("Range exceeds valid bounds")  # what Generator.uniform raises
-    lo.flags.writeable = span.flags.writeable = False
-    return lo, span
-
-
 @functools.lru_cache(maxsize=64)
 def _checkpoint_grid(k: int) -> tuple[np.ndarray, np.ndarray]:
     """(progress i / K at checkpoints 1..K, the proxy's shape there), read-only, once per K."""
@@ -150,7 +126,7 @@ def sample_curves(
         cal.loss_plateau_at,
         cal.proxy_amplitude,
     )
-    draws = _uniform_rows(rng, ranges, n)
+    draws = uniform_rows(rng, ranges, n)
     # (n, 1) columns, broadcast along the checkpoints
     rl_base, rl_amp, _, _, sft_base, sft_amp, sft_tau, loss_floor, loss_tau, _, _, proxy_amp = (
         draws[:, :, None]
