@@ -46,7 +46,7 @@ from evalstop_gym.sim.calibration import Calibration, get_calibration
 from evalstop_gym.sim.synthetic_curves import gao_shape, rise_decline_shape, saturating_shape
 from evalstop_gym.sim.workloads import JOB_TYPES, RLHF, Workload, get_workload
 
-from .policies import Obs, _need, observed
+from .policies import Obs, need_field, observed
 
 #: Grid points per nonlinear parameter (peak, tau, onset).
 GRID = 10
@@ -360,9 +360,9 @@ class BayesStopper:
 
     def act(self, obs: Obs) -> int:
         """0 continue, 1 stop, from the env's observation (needs ``eval_window = K``)."""
-        evals = observed(_need(obs, "evals", self.name))
-        progress = float(_need(obs, "progress", self.name)[0])
-        job_type = int(np.argmax(_need(obs, "job_type", self.name)))
+        evals = observed(need_field(obs, "evals", self.name))
+        progress = float(need_field(obs, "progress", self.name)[0])
+        job_type = int(np.argmax(need_field(obs, "job_type", self.name)))
         n_done = round(progress * self.k)
         if len(evals) != n_done:
             raise ConfigError(

@@ -14,7 +14,7 @@ import numpy as np
 
 from evalstop_gym.errors import ConfigError
 
-from .policies import Obs, _need, observed
+from .policies import Obs, need_field, observed
 
 
 def cusum_statistic(evals: np.ndarray, drift: float) -> float:
@@ -42,7 +42,7 @@ class Cusum:
 
     def act(self, obs: Obs) -> int:
         """1 when the statistic over the observed evals exceeds the threshold."""
-        evals = observed(_need(obs, "evals", self.name))
+        evals = observed(need_field(obs, "evals", self.name))
         return int(cusum_statistic(evals, self.drift) > self.threshold)
 
     def __repr__(self) -> str:

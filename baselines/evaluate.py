@@ -14,25 +14,12 @@ from evalstop_gym.sim.metrics import honest_metrics
 
 from .policies import Policy
 
-#: The honest metrics every row carries beside the episode's (``honest_metrics``): they do
-#: not flatter killing (SPEC section 9).  The one list of them the harness keeps.
-HONEST_METRIC_KEYS: tuple[str, ...] = (
-    "fpr_rlhf",
-    "killed_healthy_gpu_hours",
-    "total_gpu_hours",
-    "recall_after_peak",
-    "stops_before_peak_frac",
-    "utility",
-    "oracle_utility",
-    "regret_vs_oracle",
-)
-
 
 def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
     """One episode of ``policy`` on ``EvalStop-v0`` built with ``env_kwargs``.
 
     Returns the episode's metrics (:data:`~evalstop_gym.METRIC_KEYS`), the honest
-    ones (:data:`HONEST_METRIC_KEYS`, at the env's ``gpu_hour_price``), plus ``seed``,
+    ones (:data:`~evalstop_gym.sim.metrics.HONEST_METRIC_KEYS`, at the env's ``gpu_hour_price``), plus ``seed``,
     ``policy``, ``steps`` and ``return`` (the sum of rewards, equal to the closed form
     of the reward mode).
 
@@ -73,7 +60,7 @@ def _honest(base: Any) -> dict[str, float]:
     m = honest_metrics(
         sim.record(), sim.curves.obs_eval, base.gpu_hour_price, sim.deliver_best, sim.step_frac
     )
-    return {k: m[k] for k in HONEST_METRIC_KEYS}
+    return m
 
 
 def evaluate(policy: Policy, seeds: Iterable[int], **env_kwargs: Any) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import numpy as np
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.workloads import RLHF
 
-from .policies import Obs, _need, observed
+from .policies import Obs, need_field, observed
 
 
 class FirstEvalGate:
@@ -43,8 +43,8 @@ class FirstEvalGate:
 
     def act(self, obs: Obs) -> int:
         """Stop once at ``stop_at`` if the job is RLHF and its first evals were high."""
-        progress = float(_need(obs, "progress", self.name)[0])
-        if int(np.argmax(_need(obs, "job_type", self.name))) != RLHF:
+        progress = float(need_field(obs, "progress", self.name)[0])
+        if int(np.argmax(need_field(obs, "job_type", self.name))) != RLHF:
             return 0
         if progress < self.stop_at - 1e-6:
             return 0
@@ -52,8 +52,8 @@ class FirstEvalGate:
 
     def first_evals(self, obs: Obs) -> np.ndarray:
         """The observed evals at declared progress <= ``early`` (at least the first one)."""
-        evals = observed(_need(obs, "evals", self.name))
-        progress = float(_need(obs, "progress", self.name)[0])
+        evals = observed(need_field(obs, "evals", self.name))
+        progress = float(need_field(obs, "progress", self.name)[0])
         # n evals at `progress` means K = n / progress checkpoints in all.
         n_early = max(1, int(np.floor(self.early * len(evals) / progress + 1e-6)))
         return evals[:n_early]

@@ -37,7 +37,8 @@ class Policy(Protocol):
         ...
 
 
-def _need(obs: Obs, field: str, policy: str) -> np.ndarray:
+def need_field(obs: Obs, field: str, policy: str) -> np.ndarray:
+    """``obs[field]``, or a KeyError saying which policy needs it and what the env gives."""
     try:
         return obs[field]
     except KeyError:
@@ -86,7 +87,7 @@ class EvalStop:
     def act(self, obs: Obs) -> int:
         """Stop once the job's consecutive eval declines reach ``k``."""
         # +0.5: the count travels as float32; compare robustly to the integer k.
-        return int(_need(obs, "consecutive_declines", self.name)[0] + 0.5 >= self.k)
+        return int(need_field(obs, "consecutive_declines", self.name)[0] + 0.5 >= self.k)
 
     def __repr__(self) -> str:
         """Class name and k."""
@@ -140,8 +141,8 @@ class StopAtProgress:
 
     def act(self, obs: Obs) -> int:
         """Stop a job of the chosen types once its declared progress reaches the threshold."""
-        progress = float(_need(obs, "progress", self.name)[0])
-        job_type = int(np.argmax(_need(obs, "job_type", self.name)))
+        progress = float(need_field(obs, "progress", self.name)[0])
+        job_type = int(np.argmax(need_field(obs, "job_type", self.name)))
         # A hair of tolerance: progress travels as float32 (e.g. 0.7 -> 0.69999).
         return int(job_type in self._type_idx and progress >= self.threshold - 1e-6)
 
@@ -173,7 +174,7 @@ class LossPlateau:
 
     def act(self, obs: Obs) -> int:
         """Stop once the relative loss reduction over the window is below the tolerance."""
-        loss = observed(_need(obs, "loss", self.name))
+        loss = observed(need_field(obs, "loss", self.name))
         if len(loss) <= self.window:
             return 0
         before, now = float(loss[-1 - self.window]), float(loss[-1])

@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.evaluate import HONEST_METRIC_KEYS
 from evalstop_gym.fileio import atomic_open
-from evalstop_gym.sim.metrics import CLUSTER_METRIC_KEYS
+from evalstop_gym.sim.metrics import CLUSTER_METRIC_KEYS, HONEST_METRIC_KEYS
 
 from .cells import NOSTOP, PolicySpec
 from .stats import fmt_ci, mean_ci, pct_change

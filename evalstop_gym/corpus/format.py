@@ -77,7 +77,8 @@ class CurveTraceError(EvalStopError):
     """A malformed curve file or trace; the message names file, line, field and what is allowed."""
 
 
-def _where(path: str | os.PathLike[str] | None, line: int | None, what: str | None = None) -> str:
+def location(path: str | os.PathLike[str] | None, line: int | None, what: str | None = None) -> str:
+    """Where a reader's error is: ``"path: line N: what"`` (the parts that are known)."""
     parts = [str(path) if path is not None else "<trace>"]
     if line is not None:
         parts.append(f"line {line}")
@@ -263,7 +264,7 @@ def _number(value: Any, path: Any, line: int, name: str, *, integer: bool = Fals
         )
         shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
         raise CurveTraceError(
-            f"{_where(path, line)}: field {name!r}: expected {allowed}, got {shown}"
+            f"{location(path, line)}: field {name!r}: expected {allowed}, got {shown}"
         )
     return number
 
@@ -274,12 +275,12 @@ def _parse_label(value: Any, path: Any, line: int) -> bool | None:
     if isinstance(value, bool | str) and value in _LABEL_VALUES:
         return _LABEL_VALUES[value]
     raise CurveTraceError(
-        f'{_where(path, line)}: field \'label\': expected "hacking", "healthy", true, false or '
+        f'{location(path, line)}: field \'label\': expected "hacking", "healthy", true, false or '
         f"null, got {value!r}"
     )
 
 
-def _parse_json(text: str, where: str) -> Any:
+def parse_json(text: str, where: str) -> Any:
     """``json.loads`` whose every failure is a :class:`CurveTraceError` naming ``where``."""
     try:
         return json.loads(text)
@@ -305,18 +306,18 @@ def read_text_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield from enumerate(fh, start=1)
         except UnicodeDecodeError as exc:
             line, msg = utf8_error_line(path, exc)
-            raise CurveTraceError(f"{_where(path, line)}: {msg}") from None
+            raise CurveTraceError(f"{location(path, line)}: {msg}") from None
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (1-based line number, object) for every non-blank line of a JSONL file."""
     for lineno, text in read_text_lines(path):
         if not text.strip():
             continue
-        obj = _parse_json(text, _where(path, lineno))
+        obj = parse_json(text, location(path, lineno))
         if not isinstance(obj, dict):
             raise CurveTraceError(
-                f"{_where(path, lineno)}: expected a JSON object, got {type(obj).__name__}"
+                f"{location(path, lineno)}: expected a JSON object, got {type(obj).__name__}"
             )
         yield lineno, obj
 
@@ -338,25 +339,25 @@ def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> li
     path = Path(path)
     known = {"run_id", "step", "eval", "loss", "label", "meta", *_OPTIONAL_SERIES}
     runs: dict[str, dict[str, Any]] = {}
-    for lineno, obj in _json_lines(path):
+    for lineno, obj in json_lines(path):
         unknown = sorted(set(obj) - known)
         if unknown:
             raise CurveTraceError(
-                f"{_where(path, lineno)}: unknown field {unknown[0]!r}; allowed: {sorted(known)}"
+                f"{location(path, lineno)}: unknown field {unknown[0]!r}; allowed: {sorted(known)}"
             )
         for name in ("run_id", "step", "eval", "loss"):
             if name not in obj:
-                raise CurveTraceError(f"{_where(path, lineno)}: missing required field {name!r}")
+                raise CurveTraceError(f"{location(path, lineno)}: missing required field {name!r}")
         run_id = obj["run_id"]
         if not isinstance(run_id, str) or not run_id:
             raise CurveTraceError(
-                f"{_where(path, lineno)}: field 'run_id': expected a non-empty string, "
+                f"{location(path, lineno)}: field 'run_id': expected a non-empty string, "
                 f"got {run_id!r}"
             )
         step = _number(obj["step"], path, lineno, "step", integer=True)
         if step < 0:
             raise CurveTraceError(
-                f"{_where(path, lineno)}: field 'step': expected a non-negative integer, got {step}"
+                f"{location(path, lineno)}: field 'step': expected a non-negative integer, got {step}"
             )
         run = runs.get(run_id)
         if run is None:
@@ -370,7 +371,7 @@ def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> li
             }
         elif run["cols"]["step"] and step <= run["cols"]["step"][-1]:
             raise CurveTraceError(
-                f"{_where(path, lineno)}: field 'step': {step} does not increase on the previous "
+                f"{location(path, lineno)}: field 'step': {step} does not increase on the previous "
                 f"step {run['cols']['step'][-1]} of run {run_id!r}; steps must be strictly "
                 "increasing within a run"
             )
@@ -378,14 +379,14 @@ def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> li
         if present != set(run["optional"]):
             name = sorted(present ^ set(run["optional"]))[0]
             raise CurveTraceError(
-                f"{_where(path, lineno)}: field {name!r} is present on some lines of run "
+                f"{location(path, lineno)}: field {name!r} is present on some lines of run "
                 f"{run_id!r} but not others (first line {run['first_line']}); an optional field "
                 "must be on every line of a run or on none"
             )
         label = _parse_label(obj.get("label"), path, lineno)
         if "label" in obj and run["has_label"] and label != run["label"]:
             raise CurveTraceError(
-                f"{_where(path, lineno)}: field 'label': {obj['label']!r} differs from the label "
+                f"{location(path, lineno)}: field 'label': {obj['label']!r} differs from the label "
                 f"{run['label']!r} given earlier for run {run_id!r}"
             )
         if "label" in obj and not run["has_label"]:
@@ -393,12 +394,12 @@ def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> li
         if "meta" in obj:
             if not isinstance(obj["meta"], dict):
                 raise CurveTraceError(
-                    f"{_where(path, lineno)}: field 'meta': expected a JSON object, "
+                    f"{location(path, lineno)}: field 'meta': expected a JSON object, "
                     f"got {obj['meta']!r}"
                 )
             if run["meta"] is not None and run["meta"] != obj["meta"]:
                 raise CurveTraceError(
-                    f"{_where(path, lineno)}: field 'meta' differs from the meta given earlier for "
+                    f"{location(path, lineno)}: field 'meta' differs from the meta given earlier for "
                     f"run {run_id!r}"
                 )
             run["meta"] = obj["meta"]
@@ -409,7 +410,7 @@ def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> li
             value = _number(obj[name], path, lineno, name)
             if name == "kl" and value < 0:
                 raise CurveTraceError(
-                    f"{_where(path, lineno)}: field 'kl': expected a number >= 0, got {value!r}"
+                    f"{location(path, lineno)}: field 'kl': expected a number >= 0, got {value!r}"
                 )
             run["optional"][name].append(value)
     if not runs:
@@ -417,7 +418,7 @@ def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> li
     for run_id, run in runs.items():
         if len(run["cols"]["step"]) < min_checkpoints:
             raise CurveTraceError(
-                f"{_where(path, run['first_line'])}: run {run_id!r} has "
+                f"{location(path, run['first_line'])}: run {run_id!r} has "
                 f"{len(run['cols']['step'])} checkpoint(s); at least {min_checkpoints} are needed"
             )
     return [

@@ -22,10 +22,10 @@ from .format import (
     MAX_STEP,
     CurveTrace,
     CurveTraceError,
-    _json_lines,
-    _parse_json,
-    _where,
     as_bounded_number,
+    json_lines,
+    location,
+    parse_json,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -207,15 +207,15 @@ def load_trl_trainer_state(
         raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         line, msg = utf8_error_line(path, exc)
-        raise CurveTraceError(f"{_where(path, line)}: {msg}") from None
+        raise CurveTraceError(f"{location(path, line)}: {msg}") from None
     try:
         state = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CurveTraceError(
-            f"{_where(path, exc.lineno)}: not valid JSON ({exc.msg} at column {exc.colno})"
+            f"{location(path, exc.lineno)}: not valid JSON ({exc.msg} at column {exc.colno})"
         ) from None
     except (RecursionError, ValueError):
-        state = _parse_json(text, str(path))  # raises the same error with the file named
+        state = parse_json(text, str(path))  # raises the same error with the file named
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
         raise CurveTraceError(
             f"{path}: field 'log_history': expected a top-level object with a 'log_history' list"
@@ -253,18 +253,18 @@ def _openrlhf_csv_records(path: Path, step_in: Any) -> list[tuple[int, int, Mapp
         reader = csv.DictReader(fh)
         try:
             if not reader.fieldnames:
-                raise CurveTraceError(f"{_where(path, 1)}: missing CSV header row")
+                raise CurveTraceError(f"{location(path, 1)}: missing CSV header row")
             for row in reader:
                 # line_num counts physical lines read so far, i.e. this row's (last) line.
                 lineno = reader.line_num
                 if None in row:
                     raise CurveTraceError(
-                        f"{_where(path, lineno)}: {len(row[None])} more cells than the "
+                        f"{location(path, lineno)}: {len(row[None])} more cells than the "
                         f"{len(reader.fieldnames)} header columns"
                     )
                 if any(v is None for v in row.values()):
                     raise CurveTraceError(
-                        f"{_where(path, lineno)}: fewer cells than the "
+                        f"{location(path, lineno)}: fewer cells than the "
                         f"{len(reader.fieldnames)} header columns"
                     )
                 if not any(v.strip() for v in row.values()):
@@ -272,11 +272,11 @@ def _openrlhf_csv_records(path: Path, step_in: Any) -> list[tuple[int, int, Mapp
                 records.append((lineno, step_in(lineno, row), row))
         except UnicodeDecodeError as exc:
             line, msg = utf8_error_line(path, exc)
-            raise CurveTraceError(f"{_where(path, line)}: {msg}") from None
+            raise CurveTraceError(f"{location(path, line)}: {msg}") from None
         except csv.Error as exc:  # a field over csv.field_size_limit(), a NUL byte
             raise CurveTraceError(
                 # DictReader.line_num is set after a row; its csv.reader's counts the bad line.
-                f"{_where(path, reader.reader.line_num)}: not a valid CSV row ({exc}); fields may hold "
+                f"{location(path, reader.reader.line_num)}: not a valid CSV row ({exc}); fields may hold "
                 f"at most {csv.field_size_limit()} characters"
             ) from None
     return records
@@ -333,12 +333,12 @@ def load_openrlhf_log(
             if key in row and row[key] not in (None, ""):
                 return _step_of(row[key], path, f"line {lineno}", key)
         raise CurveTraceError(
-            f"{_where(path, lineno)}: missing step field; expected one of {list(step_keys)}"
+            f"{location(path, lineno)}: missing step field; expected one of {list(step_keys)}"
         )
 
     records: list[tuple[int, int, Mapping[str, Any]]] = []
     if fmt == "jsonl":
-        for lineno, obj in _json_lines(path):
+        for lineno, obj in json_lines(path):
             records.append((lineno, step_in(lineno, obj), obj))
     else:
         records = _openrlhf_csv_records(path, step_in)

@@ -100,7 +100,7 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
     confusion counts come from one ``bincount``, a NaN finish time shows in
     the makespan (``max`` propagates it), and ``end - peak`` is computed once
     for the waste and the delay.  Every value is the same bits as the plain
-    formulas (``tests/test_metrics.py`` checks it against them).
+    formulas (``tests/sim/test_metrics.py`` checks it against them).
     """
     n = len(r.arrival)
     makespan = float(_max(r.finish) - _min(r.arrival))
@@ -153,6 +153,20 @@ def episode_metrics(r: EpisodeRecord) -> dict[str, float]:
 # --------------------------------------------------------------------------------------------
 # The benchmark's utility and the honest metrics beside the paper's
 # --------------------------------------------------------------------------------------------
+
+
+#: The keys :func:`honest_metrics` returns: metrics that do not flatter killing (SPEC
+#: section 9), carried by every ``baselines.evaluate`` row beside :data:`METRIC_KEYS`.
+HONEST_METRIC_KEYS: tuple[str, ...] = (
+    "fpr_rlhf",
+    "killed_healthy_gpu_hours",
+    "total_gpu_hours",
+    "recall_after_peak",
+    "stops_before_peak_frac",
+    "utility",
+    "oracle_utility",
+    "regret_vs_oracle",
+)
 
 
 def honest_metrics(
