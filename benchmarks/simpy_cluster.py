@@ -10,7 +10,7 @@ called on a :class:`~evalstop_gym.JobView` at every decision.  Callbacks
 rather than one process per job keep SimPy's own overhead low and the event
 order identical to the engine's (a process resumption would add an event and
 reorder ties), so the two produce the same events, stops and JCT, which
-``bench_simpy.py`` and ``tests/test_simpy_model.py`` check.
+``bench_simpy.py`` and ``tests/sim/test_simpy_model.py`` check.
 
 Benchmark-only: ``pip install -e ".[bench]"``.
 """

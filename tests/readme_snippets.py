@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def snippet(name: str) -> str:

@@ -12,7 +12,7 @@ once.  The core knows no Gymnasium API beyond the observation space its
 layout describes.
 
 The simulator is read only through :data:`SIMULATOR_SURFACE` (checked by
-``tests/test_tables.py``).
+``tests/envs/test_tables.py``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ builds, vectorised over jobs, one float32 row per (job, checkpoint), and a
 step only looks it up (the rewards' tables are :mod:`evalstop_gym.sim.utility`'s).
 
 The tables reproduce the engine's own bookkeeping exactly (same comparisons,
-same float operations in the same order): ``tests/test_golden.py`` checks the
+same float operations in the same order): ``tests/sim/test_golden.py`` checks the
 env bit for bit against the per-step construction it replaced.
 """
 

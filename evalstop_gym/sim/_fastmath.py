@@ -5,16 +5,16 @@ operations, in the same order), without the general-path overhead NumPy
 spends per call, which dominates on arrays of a few hundred jobs: building
 and scoring an episode calls them once or a few times each.
 
-They exist because the golden fixtures (``tests/test_golden.py``) pin every
+They exist because the golden fixtures (``tests/sim/test_golden.py``) pin every
 result to the bit, so a plainer formula that rounds differently is a change
 of results, not an optimisation.  Tests pin each one against NumPy:
 
 * :func:`linear_percentiles` = ``np.percentile``:
-  ``tests/test_speed_equivalence.py::test_linear_percentiles_equal_numpys_bit_for_bit``;
-* :func:`mean` = ``ndarray.mean``: ``tests/test_metrics.py`` and the golden fixtures;
-* :func:`uniform_rows` = ``Generator.uniform``: ``tests/test_draw_equivalence.py``
-  (against the per-family draws of ``tests/reference_draws.py``);
-* :func:`running_max` = ``ufunc.accumulate``: ``tests/test_episode_cost_equivalence.py``
+  ``tests/sim/test_fast_paths.py::test_linear_percentiles_equal_numpys_bit_for_bit``;
+* :func:`mean` = ``ndarray.mean``: ``tests/sim/test_metrics.py`` and the golden fixtures;
+* :func:`uniform_rows` = ``Generator.uniform``: ``tests/sim/test_vectorised_draws.py``
+  (against the per-family draws of ``tests/oracles/reference_draws.py``);
+* :func:`running_max` = ``ufunc.accumulate``: ``tests/sim/test_lean_episode_code.py``
   (the checkpoint tables against the step-by-step loops).
 
 Change one only with its operation order kept, or as a deliberate change of

@@ -43,7 +43,7 @@ def checkpoint_tables(obs_eval: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     * the declines after c are c minus the last checkpoint that was not lower
       than the one before it (a NaN is no decline).
 
-    Integers and maxima only, so exact; ``tests/test_episode_cost_equivalence.py``
+    Integers and maxima only, so exact; ``tests/sim/test_lean_episode_code.py``
     checks them against the step-by-step loops they replaced.
     """
     n, k = obs_eval.shape

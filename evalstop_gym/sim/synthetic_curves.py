@@ -99,7 +99,7 @@ def sample_curves(
     The float operations are those of :func:`gao_shape`,
     :func:`saturating_shape` and the loss formula, rewritten only where the
     result is provably the same bits (``(-a) / b`` is ``a / (-b)``,
-    ``min(p, inf)`` is ``p``), and computed in place: ``tests/test_draw_equivalence.py`` checks them against
+    ``min(p, inf)`` is ``p``), and computed in place: ``tests/sim/test_vectorised_draws.py`` checks them against
     the straightforward code.
     """
     n, k = len(batch), cal.evals_per_job

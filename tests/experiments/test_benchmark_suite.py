@@ -226,7 +226,7 @@ def test_honest_metrics_count_pre_peak_stops_apart() -> None:
 
 def test_every_evaluate_row_carries_the_honest_metrics_the_suite_measures() -> None:
     """``baselines.evaluate`` rows and the suite's episodes share one metrics surface."""
-    from baselines.evaluate import HONEST_METRIC_KEYS
+    from evalstop_gym.sim.metrics import HONEST_METRIC_KEYS
 
     kw = {"n_jobs": 40, "calibration": "hard", "eval_noise": 0.05, "deliver": "best"}
     kw["gpu_hour_price"] = SUITE_PRICE

@@ -10,7 +10,7 @@ The stored fixture ``tests/data/golden_episodes.json`` was written from the
 engine of commit 1524925 (before the speed work of issue #15): with a git
 worktree of that commit at REF, from the root of this repository::
 
-    PYTHONPATH=REF python tests/golden_episodes.py
+    PYTHONPATH=REF python tests/oracles/golden_episodes.py
 
 (the script uses only the public API, which that commit already had).
 
@@ -52,7 +52,7 @@ def float_kernels() -> str:
 def fixture_path(stem: str) -> Path:
     """The stored fixture ``stem`` for this machine's float kernels (see the module docstring)."""
     suffix = "" if float_kernels() == "avx512" else ".no-avx512"
-    return Path(__file__).with_name("data") / f"{stem}{suffix}.json"
+    return Path(__file__).parents[1] / "data" / f"{stem}{suffix}.json"
 
 
 FIXTURE = fixture_path("golden_episodes")

@@ -1,7 +1,7 @@
 """The per-episode draws and tables as written before their vectorisation (issue 15).
 
 Kept verbatim as the reference the fast paths are tested against
-(``tests/test_draw_equivalence.py``): the same generator calls in the same
+(``tests/sim/test_vectorised_draws.py``): the same generator calls in the same
 order, the same float operations, one NumPy call per parameter or job type.
 """
 

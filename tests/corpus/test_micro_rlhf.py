@@ -182,7 +182,7 @@ def test_cli_fit_writes_table_plot_summary(
 
 
 def test_cli_fit_rejects_traces_without_gold(tmp_path: Path, capsys) -> None:
-    src = Path(__file__).parent / "data" / "curves" / "traces.jsonl"
+    src = Path(__file__).parents[1] / "data" / "curves" / "traces.jsonl"
     no_gold = [replace(t, gold=None, label=None) for t in read_traces(src)]
     assert no_gold and all(t.gold is None for t in no_gold)  # a valid corpus, only without gold
     write_traces(no_gold, tmp_path / "no_gold.jsonl")
@@ -193,7 +193,7 @@ def test_cli_fit_rejects_traces_without_gold(tmp_path: Path, capsys) -> None:
 
 
 def test_cli_fit_reports_a_malformed_line(tmp_path: Path, capsys) -> None:
-    src = Path(__file__).parent / "data" / "curves" / "traces.jsonl"
+    src = Path(__file__).parents[1] / "data" / "curves" / "traces.jsonl"
     bad = tmp_path / "bad.jsonl"
     bad.write_text(src.read_text().replace('"gold"', '"goldx"', 1))
     assert main(["fit", "--traces", str(bad), "--out", str(tmp_path)]) == 2

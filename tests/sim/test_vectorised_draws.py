@@ -1,6 +1,6 @@
 """The vectorised episode draws and tables give, bit for bit, what the code they replaced gave.
 
-``tests/reference_draws.py`` keeps that code; here both run on the same
+``tests/oracles/reference_draws.py`` keeps that code; here both run on the same
 generators with inputs that vary (workloads, mixes, sizes, calibrations,
 windows, observation fields), and every array must match in dtype and bytes.
 """

@@ -26,7 +26,7 @@ from evalstop_gym.corpus import (
     write_traces,
 )
 
-DATA = Path(__file__).parent / "data" / "curves"
+DATA = Path(__file__).parents[1] / "data" / "curves"
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 

@@ -25,7 +25,7 @@ from evalstop_gym.corpus.loaders import load_openrlhf_log, load_trl_trainer_stat
 from evalstop_gym.errors import EvalStopError
 from evalstop_gym.sim.traces import _read_trace_cached, read_trace
 
-DATA = Path(__file__).parent / "data" / "curves"
+DATA = Path(__file__).parents[1] / "data" / "curves"
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 ROW = "2017-10-01 00:00:00,60.0,1,60.0,aa\n"
 

@@ -1,6 +1,6 @@
 """Whole-episode results of the regimes the first golden fixture predates.
 
-``tests/golden_episodes.py`` pins the engine of commit 1524925, which had no
+``tests/oracles/golden_episodes.py`` pins the engine of commit 1524925, which had no
 ``hard`` calibration (step-time jitter), no heterogeneous pools, no paid
 preemption/eval costs, no deprioritise action and no cluster env.  This
 fixture pins those paths the same way (public API only: exact metrics as
@@ -11,7 +11,7 @@ drawn arrays), so that speed work on them is checked bit for bit too.
 commit of issue #15's second round, before the third): with a git worktree of
 that commit at REF, from the root of this repository::
 
-    PYTHONPATH=REF:tests python tests/golden_regimes.py
+    PYTHONPATH=REF:tests/oracles python tests/oracles/golden_regimes.py
 
 Regenerate it only for a deliberate change of results, and say so in the commit.
 Like ``golden_episodes``, it has a copy for machines without AVX-512

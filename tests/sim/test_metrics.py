@@ -114,3 +114,13 @@ def test_engine_metrics_on_a_hand_built_workload() -> None:
     assert m0["mean_jct_h"] == pytest.approx(6.0)
     assert m0["wasted_gpu_hours"] == pytest.approx(32.0)
     assert m0["mean_regret"] == pytest.approx(0.1)
+
+
+def test_honest_metrics_return_exactly_their_listed_keys() -> None:
+    from evalstop_gym import SimConfig, Simulator
+    from evalstop_gym.sim.metrics import HONEST_METRIC_KEYS, honest_metrics
+
+    sim = Simulator(SimConfig(n_jobs=20, eval_noise=0.05), 0)
+    sim.run(None)
+    m = honest_metrics(sim.record(), sim.curves.obs_eval, 1e-3, sim.deliver_best, sim.step_frac)
+    assert tuple(m) == HONEST_METRIC_KEYS

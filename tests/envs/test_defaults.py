@@ -14,7 +14,7 @@ from pathlib import Path
 from evalstop_gym.envs import EvalStopEnv
 from evalstop_gym.envs.config import arguments
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _defaults() -> dict[str, object]:

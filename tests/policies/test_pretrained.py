@@ -21,7 +21,7 @@ from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import UntrustedFileError, sha256_bytes
 from evalstop_gym.suite import suite_task
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name", sorted(PRETRAINED))

@@ -1,6 +1,6 @@
 """The leaner per-episode code gives, bit for bit, what the code it replaced gave.
 
-``tests/reference_metrics.py`` keeps the episode metrics, the continue-gain
+``tests/oracles/reference_metrics.py`` keeps the episode metrics, the continue-gain
 and checkpoint tables as they were; here both run on inputs that vary
 (hypothesis), and every value must match in type and bits (NaN where NaN).
 """

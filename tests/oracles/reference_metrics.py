@@ -1,7 +1,7 @@
 """Episode metrics, the continue-gain and checkpoint tables as written before issue 15's fixed-cost work.
 
 Kept verbatim as the reference the leaner versions are tested against
-(``tests/test_episode_cost_equivalence.py``): one NumPy call per mask and
+(``tests/sim/test_lean_episode_code.py``): one NumPy call per mask and
 count, as the code read at commit e0ed0e9.
 """
 

@@ -104,3 +104,20 @@ def test_benchmark_suite_scores_a_users_file(user_file: Path, tmp_path: Path, ca
     assert main([*argv, "--policy", f"{user_file}:Nope", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("evalstop-gym: error: policy")
+
+
+def test_the_readme_scores_a_stopper_from_a_users_file(tmp_path, monkeypatch) -> None:
+    """The README's two snippets as a user runs them: the file, then the one call."""
+    from readme_snippets import snippet
+
+    (tmp_path / "my_stopper.py").write_text(snippet("my-stopper"))
+    monkeypatch.chdir(tmp_path)
+    call = snippet("score")
+    assert "seeds=range(30)" in call
+    call = call.replace("seeds=range(30)", "seeds=range(2), n_jobs=20")  # the same call, smaller
+    namespace: dict = {}
+    exec(compile(call, "README.md:score", "exec"), namespace)
+    row = namespace["row"]
+    assert isinstance(row, ScoreRow)
+    assert row.stopper == "my_stopper.py:LateDrop" and row.task == "hard-0.12"
+    assert math.isfinite(row.score) and row.score_lo <= row.score <= row.score_hi
