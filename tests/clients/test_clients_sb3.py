@@ -17,6 +17,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SMALL = {"n_jobs": 12, "num_gpus": 16}
 
 
+@pytest.mark.slow
 def test_sb3_snippet_from_the_readme() -> None:
     returns = run_snippet("sb3")["returns"]
     assert set(returns) == {"PPO", "MaskablePPO", "RecurrentPPO"}
@@ -41,7 +42,7 @@ def test_maskable_ppo_reads_action_masks_without_an_action_masker() -> None:
     [
         ("QRDQN", {"learning_starts": 50, "buffer_size": 1000}),
         ("TRPO", {"n_steps": 128, "batch_size": 64}),
-        ("RecurrentPPO", {"n_steps": 64, "batch_size": 64}),
+        pytest.param("RecurrentPPO", {"n_steps": 64, "batch_size": 64}, marks=pytest.mark.slow),
     ],
 )
 def test_other_contrib_algorithms_train_on_the_dict_env(algo: str, kwargs: dict) -> None:

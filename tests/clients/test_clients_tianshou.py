@@ -11,6 +11,7 @@ pytest.importorskip("tianshou")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+@pytest.mark.slow
 def test_tianshou_snippet_from_the_readme() -> None:
     result = run_snippet("tianshou")["result"]
     assert result.train_step > 0

@@ -23,7 +23,15 @@ def test_every_example_has_an_expectation() -> None:
     assert {p.name for p in EXAMPLES} == set(EXPECTED)
 
 
-@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+#: Examples over ~5 s of CPU (the vector env's runs many episodes).
+SLOW = {"vector_env.py"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(p, marks=pytest.mark.slow) if p.name in SLOW else p for p in EXAMPLES],
+    ids=lambda p: p.name,
+)
 def test_example_runs(script: Path, tmp_path: Path) -> None:
     env = {
         **os.environ,

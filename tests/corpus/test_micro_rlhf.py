@@ -88,6 +88,7 @@ def test_small_proxy_data_hacks(hacking_trace) -> None:
     assert hacking_trace.label is True and label_hacking(g)
 
 
+@pytest.mark.slow
 def test_large_proxy_data_with_kl_penalty_stays_healthy(healthy_trace) -> None:
     g = healthy_trace.gold
     assert g[-1] - g[0] > 1.0  # it does improve the gold score
@@ -131,6 +132,7 @@ def test_sweep_configs_cover_grid_with_unique_seeds() -> None:
     assert {c.lr for c in sweep_configs(4, seed=2, lr=7e-4)} == {7e-4}  # overrides win
 
 
+@pytest.mark.slow
 def test_local_corpus_matches_in_process_runs(tmp_path: Path) -> None:
     configs = sweep_configs(3, seed=9, steps=10, checkpoints=2, gold_batch=128)
     timings: list[float] = []

@@ -48,6 +48,7 @@ def test_mean_ci_on_a_hand_made_sample() -> None:
     assert fmt_ci(0.5, 0.01, 100.0) == "50.0 ± 1.0"
 
 
+@pytest.mark.slow
 def test_tiny_reproduce_end_to_end(tmp_path: Path) -> None:
     res = reproduce(tmp_path, **TINY)
     cells = build_cells({"n_jobs": 12})
@@ -180,6 +181,7 @@ def _has_drawn_pixels(png: Path) -> bool:
     return bool((img.max(axis=-1) - img.min(axis=-1) > 0.2).sum() > 50)
 
 
+@pytest.mark.slow
 def test_learned_and_real_curve_experiments(tmp_path: Path) -> None:
     pytest.importorskip("stable_baselines3")
     from test_real_curves import _trace

@@ -40,6 +40,7 @@ def _done_lines(text: str) -> Counter[str]:
     return Counter(m["exp"] for line in text.splitlines() if (m := DONE.match(line)))
 
 
+@pytest.mark.slow
 def test_piped_output_has_one_completion_line_per_experiment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], piped: None
 ) -> None:

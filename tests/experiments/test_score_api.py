@@ -95,6 +95,7 @@ def test_a_bad_spec_fails_with_the_field_named(spec: str) -> None:
         score(spec, "hard-0.12", **SMALL)
 
 
+@pytest.mark.slow
 def test_benchmark_suite_scores_a_users_file(user_file: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     argv = ["benchmark", "--suite", "--tasks", "hard-0.12", "--seeds", "2", "--n-jobs", "20"]

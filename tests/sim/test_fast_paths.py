@@ -214,6 +214,7 @@ def _with_running_heap(entries, running, run_ver, gpus) -> Simulator:
     return sim
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(case=_running_heaps())
 def test_worse_running_cover_equals_summing_every_strictly_worse_job(case) -> None:
@@ -238,6 +239,7 @@ def _pops_would_free(entries, running, run_ver, gpus, wkey, need) -> bool:
     return freed >= need
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(case=_running_heaps())
 def test_victims_suffice_equals_popping_and_keeps_the_pop_order(case) -> None:
