@@ -1,4 +1,5 @@
-"""The per-episode draws and tables as written before their vectorisation (issue 15).
+"""FROZEN REFERENCE, never edited with the code: the per-episode draws and tables as written
+before their vectorisation.
 
 Kept verbatim as the reference the fast paths are tested against
 (``tests/sim/test_vectorised_draws.py``): the same generator calls in the same

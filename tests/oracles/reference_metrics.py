@@ -1,4 +1,5 @@
-"""Episode metrics, the continue-gain and checkpoint tables as written before issue 15's fixed-cost work.
+"""FROZEN REFERENCE, never edited with the code: episode metrics, the continue-gain and
+checkpoint tables as written before the per-episode fixed-cost work.
 
 Kept verbatim as the reference the leaner versions are tested against
 (``tests/sim/test_lean_episode_code.py``): one NumPy call per mask and
