@@ -13,6 +13,7 @@ from readme_snippets import pages, run_snippet, snippets
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+README_PATH = ROOT / "README.md"
 PACKAGES = ("evalstop_gym", "evalstop_corpora", "baselines", "evalstop_experiments", "evalstop_cli")
 
 
@@ -128,3 +129,23 @@ def test_user_pages_carry_no_history() -> None:
 @pytest.mark.parametrize("name", ["env", "simulator", "pools", "stoppers", "cluster"])
 def test_the_short_snippets_run(name: str) -> None:
     run_snippet(name)
+
+
+def test_the_readme_command_lines_parse() -> None:
+    """Every `evalstop-gym ...` line of the README's shell blocks is accepted by the CLI's parser."""
+    import shlex
+
+    from evalstop_cli.main import build_parser
+
+    parser = build_parser()
+    text = README_PATH.read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    lines = [
+        line.split("#")[0].strip()
+        for block in blocks
+        for line in block.replace("\\\n", " ").splitlines()
+        if line.strip().startswith("evalstop-gym ")
+    ]
+    assert len(lines) >= 5
+    for line in lines:
+        parser.parse_args(shlex.split(line)[1:])

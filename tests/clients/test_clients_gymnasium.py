@@ -1,7 +1,7 @@
 """What RL libraries expect of a Gymnasium env, checked with Gymnasium alone.
 
 EvalStopFlat-v0, the ``human`` render mode, ``action_masks()``, finite ``info``,
-``__version__``, and the CleanRL-style README snippet.
+``__version__``, and the CleanRL-style snippet of docs/CLIENTS.md.
 """
 
 from __future__ import annotations

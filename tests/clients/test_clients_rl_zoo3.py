@@ -1,4 +1,4 @@
-"""RL Zoo3: the README's commands train and replay EvalStopFlat-v0 from the installed package.
+"""RL Zoo3: the commands of docs/CLIENTS.md train and replay EvalStopFlat-v0 from the installed package.
 
 Each command is run as written, with a small budget appended (the Zoo's
 argparse keeps the last value of a repeated option).
@@ -31,7 +31,7 @@ BUDGET = {
 
 
 def _commands() -> list[list[str]]:
-    """The README's rl_zoo3 command lines, continuation lines joined."""
+    """The rl_zoo3 command lines of docs/CLIENTS.md, continuation lines joined."""
     text = snippet("rl_zoo3").replace("\\\n", " ")
     return [
         shlex.split(line) for line in text.splitlines() if line.startswith("python -m rl_zoo3.")
