@@ -178,7 +178,7 @@ class Learned:
     ) -> Learned:
         """A model shipped with the package (:data:`PRETRAINED`), loaded once its hash matches.
 
-        ``Learned.pretrained("hard")`` is PPO trained on the ``hard`` regime (README,
+        ``Learned.pretrained("hard")`` is PPO trained on the ``hard`` regime (docs/LEARNED.md,
         "A learned stopper that ships"); play it on that task's env arguments
         (``evalstop_gym.suite_task("hard-0.05")``: the whole eval history).
 

@@ -10,7 +10,7 @@ Prints, and checks against the issue's targets:
 2. on `hard-0.12` at 1/2x, 1x and 2x the suite's price: the normalised scores of
    the tuned floors (target <= 0.5) and EvalStop(k=2) (target <= 0.6), and
    U_Bayes - U0 with its bootstrap CI (target: > 0, CI excluding 0);
-3. the honest metrics of every stopper on `hard-0.12` at 1x (the README's table:
+3. the honest metrics of every stopper on `hard-0.12` at 1x (docs/SUITE_RESULTS.md's table:
    FPR over healthy RLHF runs, recall after the peak beside the share of stops
    before it, GPU-hours of killed healthy runs, regret against the Oracle);
 4. the Bayes stopper's decisions per second on a 200-job `hard-0.12` episode,

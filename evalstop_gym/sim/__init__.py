@@ -22,7 +22,7 @@ from .stopping import KDeclineRule, never_stop
 from .traces import SAMPLE_TRACE
 from .workloads import WORKLOADS, Workload
 
-# ``Simulator(config)`` with pools keeps building a PooledSimulator (the README and users
+# ``Simulator(config)`` with pools keeps building a PooledSimulator (docs/ENVIRONMENT.md and users
 # call it so); the engine reads the class from here instead of importing pooled.py.
 Simulator._pooled_class = PooledSimulator
 
