@@ -75,7 +75,10 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     As `EvalStop-v0` (`info["episode_metrics"]` without undefined metrics):
     `reset(seed=s)` draws the same episode as
     `EvalStop-v0` with seed `s`; terminated when every job has ended, with
-    `info["episode_metrics"]`; no truncation.
+    `info["episode_metrics"]`; no truncation.  Under a time limit
+    (`max_episode_steps`), `episode_metrics()` gives the metrics so far and
+    the `EpisodeMetricsSoFar` wrapper adds them to the truncated step's `info`,
+    as in `EvalStop-v0`.
 
     ## Rendering
 
@@ -203,6 +206,10 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self.render_mode == "rgb_array":
             return cluster_rgb_frame(self._obs, self.config.num_gpus)
         return None
+
+    def episode_metrics(self) -> dict[str, float | None]:
+        """``EvalStop-v0``'s ``episode_metrics()`` of the episode (so far, mid-episode)."""
+        return self.core.episode_metrics()
 
     def action_masks(self) -> np.ndarray:
         """Flat (3 N,) bool: all three actions on deciding slots, only continue elsewhere."""

@@ -84,6 +84,10 @@ class EvalStopFlatEnv(gym.Env[np.ndarray, np.int64]):
         """Always ``[True, True]``, as in ``EvalStop-v0`` (for ``MaskablePPO``)."""
         return self.dict_env.action_masks()
 
+    def episode_metrics(self) -> dict[str, float | None]:
+        """``EvalStop-v0``'s ``episode_metrics()``: the episode's metrics (so far, mid-episode)."""
+        return self.dict_env.episode_metrics()
+
     def close(self) -> None:
         """Close the underlying ``EvalStop-v0``."""
         self.dict_env.close()

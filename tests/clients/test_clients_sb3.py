@@ -53,6 +53,22 @@ def test_make_vec_env_builds_and_steps_the_cluster_env() -> None:
     assert venv.get_images()[0].shape == (32 + 6 * 8, 320, 3)
 
 
+def test_monitor_logs_the_metrics_of_a_truncated_episode() -> None:
+    # Monitor(info_keywords=...) reads each key at every episode end, truncated ones too.
+    from stable_baselines3.common.monitor import Monitor
+
+    from evalstop_gym import METRIC_KEYS
+    from evalstop_gym.envs import EpisodeMetricsInfo
+
+    env = gym.make("EvalStop-v0", max_episode_steps=5, **SMALL)
+    env = Monitor(EpisodeMetricsInfo(env), info_keywords=(*METRIC_KEYS, "episode_metrics_partial"))
+    env.reset(seed=0)
+    for _ in range(5):
+        *_, truncated, info = env.step(0)
+    assert truncated and info["episode"]["episode_metrics_partial"] is True
+    assert set(METRIC_KEYS) <= set(info["episode"])
+
+
 @pytest.mark.parametrize(
     ("algo", "kwargs"),
     [
