@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from ..errors import ConfigError
 from ..sim.config import MAX_JOBS
+from .config import arguments, refuse_unknown_arguments
 from .evalstop import EvalStopEnv
 from .render import cluster_ansi_frame, cluster_rgb_frame
 
@@ -117,6 +118,8 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise ConfigError(
                 "deprioritize", env_kwargs["deprioritize"], "not an argument of EvalStopCluster-v0"
             )
+        names = ["max_jobs", *(a for a in arguments() if a != "deprioritize"), "render_mode"]
+        refuse_unknown_arguments(env_kwargs, "EvalStopCluster-v0", names)
         if render_mode is not None and (
             not isinstance(render_mode, str) or render_mode not in self.metadata["render_modes"]
         ):
