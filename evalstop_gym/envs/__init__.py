@@ -7,10 +7,11 @@ from .config import EvalStopConfig
 from .evalstop import EvalStopEnv
 from .flat import EvalStopFlatEnv
 from .vector import EvalStopVectorEnv
-from .wrappers import EpisodeMetricsInfo
+from .wrappers import EpisodeMetricsInfo, EpisodeMetricsSoFar
 
 __all__ = [
     "EpisodeMetricsInfo",
+    "EpisodeMetricsSoFar",
     "EvalStopClusterEnv",
     "EvalStopConfig",
     "EvalStopEnv",

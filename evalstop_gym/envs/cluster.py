@@ -11,7 +11,9 @@ from gymnasium import spaces
 
 from ..errors import ConfigError
 from ..sim.config import MAX_JOBS
+from .config import arguments, refuse_unknown_arguments
 from .evalstop import EvalStopEnv
+from .render import cluster_ansi_frame, cluster_rgb_frame
 
 #: Per-slot fields the platform knows about a job besides its boundary fields.
 SLOT_FIELDS: tuple[str, ...] = ("present", "decide", "running", "deprioritized", "gpus")
@@ -74,25 +76,57 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     As `EvalStop-v0` (`info["episode_metrics"]` without undefined metrics):
     `reset(seed=s)` draws the same episode as
     `EvalStop-v0` with seed `s`; terminated when every job has ended, with
-    `info["episode_metrics"]`; no truncation.
+    `info["episode_metrics"]`; no truncation.  Under a time limit
+    (`max_episode_steps`), `episode_metrics()` gives the metrics so far and
+    the `EpisodeMetricsSoFar` wrapper adds them to the truncated step's `info`,
+    as in `EvalStop-v0`.
+
+    ## Rendering
+
+    Drawn from the observation, so a frame shows exactly what a policy sees.
+    `render_mode="ansi"`: `render()` returns a text view: busy and free GPUs,
+    the queue's length, then a line per occupied slot (its state: deciding,
+    running or waiting, `*` if deprioritised; its GPUs; and its boundary
+    fields: job type, progress, consecutive declines, last evals and loss).
+    `"human"`: that text is printed at `reset()` and after every `step()`
+    (`render()` returns None).  `"rgb_array"`: a picture of the same view,
+    320 px wide: a cell per GPU, then a row per slot (the first 24) with its
+    state, GPUs, progress and evals as bars.  SB3's `make_vec_env` asks for
+    `rgb_array`.
 
     ## Arguments
 
-    Every argument of `EvalStop-v0` except `deprioritize` and `render_mode`,
-    plus `max_jobs` (N, default 32, 1 to 4096).
+    Every argument of `EvalStop-v0` except `deprioritize`, plus `max_jobs`
+    (N, default 32, 1 to 4096).  `render_mode`: None, `ansi`, `human` or
+    `rgb_array` (see Rendering).
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version; later, without changing the dynamics: the render modes.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["ansi", "human", "rgb_array"],
+        "render_fps": 4,
+    }
 
-    def __init__(self, max_jobs: int = 32, **env_kwargs: Any) -> None:
+    def __init__(
+        self, max_jobs: int = 32, render_mode: str | None = None, **env_kwargs: Any
+    ) -> None:
         """Build the env; see the class docstring (Arguments)."""
-        for bad in ("deprioritize", "render_mode"):
-            if bad in env_kwargs:
-                raise ConfigError(bad, env_kwargs[bad], "not an argument of EvalStopCluster-v0")
+        if "deprioritize" in env_kwargs:
+            raise ConfigError(
+                "deprioritize", env_kwargs["deprioritize"], "not an argument of EvalStopCluster-v0"
+            )
+        names = ["max_jobs", *(a for a in arguments() if a != "deprioritize"), "render_mode"]
+        refuse_unknown_arguments(env_kwargs, "EvalStopCluster-v0", names)
+        if render_mode is not None and (
+            not isinstance(render_mode, str) or render_mode not in self.metadata["render_modes"]
+        ):
+            raise ConfigError(
+                "render_mode", render_mode, f"None or {self.metadata['render_modes']}"
+            )
+        self.render_mode = render_mode
         if isinstance(max_jobs, bool) or not isinstance(max_jobs, int | np.integer):
             raise ConfigError("max_jobs", max_jobs, f"an integer in [1, {MAX_SLOTS}]")
         if not 1 <= max_jobs <= MAX_SLOTS:
@@ -132,7 +166,10 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         sim = self.core.sim
         assert sim is not None
         self._epoch = sim.simultaneous_checkpoints()
-        return self._observe(), self._info(0)
+        obs = self._observe()
+        if self.render_mode == "human":
+            print(cluster_ansi_frame(obs, sim.num_gpus), end="")
+        return obs, self._info(0)
 
     def step(
         self, action: Any
@@ -154,10 +191,28 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         assert sim is not None
         self._epoch = sim.simultaneous_checkpoints()
         info = self._info(n)
+        obs = self._observe()
+        if self.render_mode == "human":
+            print(cluster_ansi_frame(obs, sim.num_gpus), end="")
         if core.jid is None:
             info["episode_metrics"] = core.info_metrics()
-            return self._observe(), total, True, False, info
-        return self._observe(), total, False, False, info
+            return obs, total, True, False, info
+        return obs, total, False, False, info
+
+    def render(self) -> str | np.ndarray | None:
+        """The text view or the picture of the cluster, per ``render_mode`` (see Rendering).
+
+        None for ``human``: that mode prints the text view at every reset and step.
+        """
+        if self.render_mode == "ansi":
+            return cluster_ansi_frame(self._obs, self.config.num_gpus)
+        if self.render_mode == "rgb_array":
+            return cluster_rgb_frame(self._obs, self.config.num_gpus)
+        return None
+
+    def episode_metrics(self) -> dict[str, float | None]:
+        """``EvalStop-v0``'s ``episode_metrics()`` of the episode (so far, mid-episode)."""
+        return self.core.episode_metrics()
 
     def action_masks(self) -> np.ndarray:
         """Flat (3 N,) bool: all three actions on deciding slots, only continue elsewhere."""

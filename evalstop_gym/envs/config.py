@@ -127,19 +127,32 @@ class EvalStopConfig:
         The simulator's fields are validated first (as ``SimConfig``), then the env's.
         """
         known = _argument_names()
-        for name, value in kwargs.items():
-            if name not in known:
-                close = difflib.get_close_matches(name, known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise UnknownArgumentError(
-                    f"EvalStop-v0 got an unexpected keyword argument {name!r}{hint}; "
-                    f"its arguments are {list(known)} and render_mode",
-                    name,
-                    value,
-                )
+        refuse_unknown_arguments({k: v for k, v in kwargs.items() if k not in known})
         sim = {k: v for k, v in kwargs.items() if known[k]}
         env = {k: v for k, v in kwargs.items() if not known[k]}
         return cls(SimConfig(**sim), **env)
+
+
+def refuse_unknown_arguments(
+    kwargs: dict[str, Any], env_id: str = "EvalStop-v0", names: list[str] | None = None
+) -> None:
+    """Raise :class:`UnknownArgumentError` on the first key of ``kwargs`` not in ``names``.
+
+    ``names``: the env's valid arguments, by default ``EvalStop-v0``'s
+    (``EvalStopConfig``'s fields and ``render_mode``).  The message names the
+    env and the argument, suggests the closest valid one and lists them all.
+    """
+    valid = [*_argument_names(), "render_mode"] if names is None else names
+    for name, value in kwargs.items():
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UnknownArgumentError(
+                f"{env_id} got an unexpected keyword argument {name!r}{hint}; "
+                f"its arguments are {valid}",
+                name,
+                value,
+            )
 
 
 class Argument(NamedTuple):

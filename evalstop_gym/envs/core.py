@@ -17,12 +17,14 @@ The simulator is read only through :data:`SIMULATOR_SURFACE` (checked by
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
 from ..sim.engine import Simulator
+from ..sim.metrics import METRIC_KEYS, EpisodeRecord, cluster_metrics, episode_metrics
 from ..sim.workloads import JOB_TYPES
 from .config import EvalStopConfig
 from .rewards import Reward, make_reward
@@ -77,6 +79,10 @@ SIMULATOR_SURFACE: frozenset[str] = frozenset(
         # metrics
         "metrics",
         "cluster_metrics",
+        "record",
+        "n_events",
+        "restore_gpu_hours",
+        "eval_cost_h",
     }
 )
 
@@ -268,24 +274,69 @@ class EpisodeCore:
         return {k: v for k, v in self.episode_metrics().items() if v is not None}
 
     def episode_metrics(self) -> dict[str, float | None]:
-        """Metrics of the finished episode, plus the return's components.
+        """Metrics of the episode, plus the return's components; so far, mid-episode.
 
         The same keys every episode; an undefined metric (NaN in the
         simulator's metrics) is None.  ``info["episode_metrics"]`` is this
-        without the None entries.
+        without the None entries.  Before the episode's end (a truncated
+        episode) the metrics are those of the jobs that have ended (finished
+        or stopped) so far, ``n_jobs`` counting them; the cluster's counters
+        and the return's components are those so far.
         """
         sim = self.sim
-        if sim is None or not sim.done:
-            raise RuntimeError("episode_metrics() needs a finished episode")
-        m: dict[str, float | None] = {k: None if v != v else v for k, v in sim.metrics().items()}
-        if self.config.deprioritize or any(self.config.sim_config.resolved_costs()):
-            # Only then: the cluster's keys come with the features they measure, and the
-            # default env's metrics keep the paper's keys and the return's parts.  (The
-            # golden fixture compares only the keys it stored: it does not pin this.)
-            m.update((k, None if v != v else v) for k, v in sim.cluster_metrics().items())
+        if sim is None:
+            raise RuntimeError("episode_metrics() called before reset(): call env.reset() first")
+        cluster = self.config.deprioritize or any(self.config.sim_config.resolved_costs())
+        if not sim.done:
+            m = _metrics_so_far(sim, cluster)
+        else:
+            m = {k: None if v != v else v for k, v in sim.metrics().items()}
+            if cluster:
+                # Only then: the cluster's keys come with the features they measure, and
+                # the default env's metrics keep the paper's keys and the return's parts.
+                # (The golden fixture compares only the keys it stored: it does not pin this.)
+                m.update((k, None if v != v else v) for k, v in sim.cluster_metrics().items())
         assert self.reward is not None
         parts = self.reward.parts()
         for k, v in parts.items():
             m[f"return_{k}"] = float(v)
         m["return"] = float(sum(parts.values()))
         return m
+
+
+def _metrics_so_far(sim: Simulator, cluster: bool) -> dict[str, float | None]:
+    """The finished episode's metric keys over the jobs that have ended so far.
+
+    ``cluster``: add the cluster metrics too (over the same jobs; the restore
+    GPU-hours are the cluster's so far).
+    """
+    record = sim.record()
+    ended = ~np.isnan(record.finish)
+    per_job = {
+        f.name: getattr(record, f.name)[ended]
+        for f in dataclasses.fields(EpisodeRecord)
+        if f.name not in ("num_gpus", "n_ckpt")
+    }
+    sub = dataclasses.replace(record, **per_job)
+    if ended.any():
+        raw = episode_metrics(sub)
+    else:
+        # No job has ended: nothing to average, every count and total 0.
+        raw = dict.fromkeys(METRIC_KEYS, float("nan"))
+        zero = ("n_jobs", "n_hacking", "n_stopped", "tp", "fp", "fn", "stops_before_peak")
+        raw.update(dict.fromkeys((*zero, "gpu_hours", "wasted_gpu_hours"), 0.0))
+    raw["n_events"] = float(sim.n_events)
+    raw["n_decisions"] = float(sim.n_decisions)
+    if cluster:
+        ids = np.flatnonzero(ended)
+        index = {int(j): i for i, j in enumerate(ids)}
+        raw.update(
+            cluster_metrics(
+                sub,
+                np.array([sim.job(int(j)).preemptions for j in ids], dtype=np.int64),
+                {index[j]: v for j, v in sim.demoted.items() if j in index},
+                sim.restore_gpu_hours,
+                sim.eval_cost_h,
+            )
+        )
+    return {k: None if v != v else v for k, v in raw.items()}

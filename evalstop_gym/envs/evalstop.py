@@ -137,6 +137,19 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     undefined), so SB3's `Monitor(info_keywords=...)` finds them all.  No
     truncation: an episode has at most `sum_j (K - 1)` steps.
 
+    Under a time limit (`max_episode_steps=N` in `gym.make`, Gymnasium's
+    `TimeLimit`) the episode is truncated outside the env, which cannot tell
+    that step from any other: its `info` is unchanged, with no
+    `episode_metrics`.  `env.unwrapped.episode_metrics()` works at any step and
+    gives the metrics so far: those of the jobs that have ended (finished or
+    been stopped), `n_jobs` counting them, with the cluster's counters
+    (`n_events`, `n_decisions`, preemptions, paid costs) and the return's
+    components so far.  The `EpisodeMetricsSoFar` wrapper, put around the time
+    limit (`EpisodeMetricsSoFar(gym.make(env_id, max_episode_steps=N))`),
+    adds them to a truncated episode's last `info` as `info["episode_metrics"]`
+    with `info["episode_metrics_partial"] = True`; `EpisodeMetricsInfo` does
+    the same before lifting the keys.  Every other `info` stays the env's own.
+
     The spec has no `reward_threshold`: the return's scale depends on the
     workload, `n_jobs` and the reward mode, so "solved" has no fixed number;
     compare with `EvalStop(k=2)` on the same seeds instead.
@@ -351,10 +364,11 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         return self.layout.split(self.core.row(jid, ckpt).copy())
 
     def episode_metrics(self) -> dict[str, float | None]:
-        """Metrics of the finished episode, plus the return's components.
+        """Metrics of the episode, plus the return's components; so far, mid-episode.
 
         The same keys every episode; an undefined metric (NaN in the
         simulator's metrics) is None.  ``info["episode_metrics"]`` is this
-        without the None entries.
+        without the None entries.  Before the end (a truncated episode): over
+        the jobs that have ended so far (see the class docstring, Episode End).
         """
         return self.core.episode_metrics()

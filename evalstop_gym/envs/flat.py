@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .config import refuse_unknown_arguments
 from .evalstop import EvalStopEnv
 
 
@@ -54,6 +55,8 @@ class EvalStopFlatEnv(gym.Env[np.ndarray, np.int64]):
 
     def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
         """Build ``EvalStop-v0`` with the same arguments and flatten its observation space."""
+        if "env_config" not in kwargs:
+            refuse_unknown_arguments(kwargs, "EvalStopFlat-v0")
         # Composition, not inheritance: EvalStopEnv's internals may read its own
         # (Dict) observation_space; this class only uses its public API.
         self.dict_env = EvalStopEnv(render_mode=render_mode, **kwargs)
@@ -83,6 +86,10 @@ class EvalStopFlatEnv(gym.Env[np.ndarray, np.int64]):
     def action_masks(self) -> np.ndarray:
         """Always ``[True, True]``, as in ``EvalStop-v0`` (for ``MaskablePPO``)."""
         return self.dict_env.action_masks()
+
+    def episode_metrics(self) -> dict[str, float | None]:
+        """``EvalStop-v0``'s ``episode_metrics()``: the episode's metrics (so far, mid-episode)."""
+        return self.dict_env.episode_metrics()
 
     def close(self) -> None:
         """Close the underlying ``EvalStop-v0``."""

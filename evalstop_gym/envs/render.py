@@ -1,6 +1,12 @@
-"""``EvalStop-v0``'s frames, without dependencies: a text view and a small RGB picture."""
+"""The envs' frames, without dependencies: a text view and a small RGB picture.
+
+``EvalStop-v0`` draws the simulator and the job being decided;
+``EvalStopCluster-v0`` draws its own observation (every job slot).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -56,4 +62,106 @@ def rgb_frame(sim: Simulator | None) -> np.ndarray:
             h = int(60 * (e - lo) / (hi - lo))
             color = (200, 60, 60) if i == len(evals) - 1 else (60, 90, 200)
             img[94 - h : 94, i * bw + 2 : (i + 1) * bw - 2] = color
+    return img
+
+
+def _slot_state(obs: Mapping[str, np.ndarray], slot: int) -> str:
+    """A slot's job as the text view names it: deciding, running or waiting."""
+    state = "DECIDE" if obs["decide"][slot] > 0.5 else "running"
+    if obs["running"][slot] < 0.5:
+        state = "waiting"
+    return state + ("*" if obs["deprioritized"][slot] > 0.5 else "")
+
+
+def _observed(window: np.ndarray) -> np.ndarray:
+    """The observed values of an ``evals``/``loss`` field (W values, then their W-slot mask)."""
+    w = window.shape[-1] // 2
+    return window[:w][window[w:] > 0.5]
+
+
+def cluster_ansi_frame(obs: Mapping[str, np.ndarray] | None, num_gpus: int) -> str:
+    """``EvalStopCluster-v0``'s observation as text: GPUs, queue, then one line per job slot.
+
+    Only what the observation holds (the boundary fields of ``obs_fields``),
+    so the view shows exactly what a policy sees.
+    """
+    if obs is None:
+        return "EvalStopCluster-v0 (not reset)\n"
+    free, queue = int(obs["free_gpus"][0]), int(obs["queue_length"][0])
+    used, width = num_gpus - free, 40
+    bar = "#" * round(width * used / num_gpus) + "." * (width - round(width * used / num_gpus))
+    lines = [f"GPUs [{bar}] {used}/{num_gpus} busy, {free} free   queue: {queue} waiting"]
+    present = np.flatnonzero(obs["present"] > 0.5)
+    if not present.size:
+        return lines[0] + "\nepisode over\n"
+    lines.append(
+        f"{len(present)} job(s) in view, {int(obs['decide'].sum())} deciding (* = deprioritised)"
+    )
+    lines.append("slot  state     gpus  type  progress  declines  last evals / last loss")
+    for s in present:
+        kind = "-"
+        if "job_type" in obs and obs["job_type"][s].any():
+            kind = JOB_TYPES[int(np.argmax(obs["job_type"][s]))].upper()
+        progress = f"{obs['progress'][s, 0]:.0%}" if "progress" in obs else "-"
+        declines = (
+            f"{int(obs['consecutive_declines'][s, 0])}" if "consecutive_declines" in obs else "-"
+        )
+        evals = _observed(obs["evals"][s]) if "evals" in obs else np.zeros(0)
+        loss = _observed(obs["loss"][s]) if "loss" in obs else np.zeros(0)
+        seen = " ".join(f"{e:.3f}" for e in evals[-4:]) or "-"
+        if loss.size:
+            seen += f" / {loss[-1]:.3f}"
+        lines.append(
+            f"{s:>4}  {_slot_state(obs, s):<8}  {int(obs['gpus'][s]):>4}  {kind:<4}  "
+            f"{progress:>8}  {declines:>8}  {seen}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+#: Slot rows an ``EvalStopCluster-v0`` picture shows (the first ones: deciding, then running).
+RGB_SLOTS = 24
+_STATE_COLOURS = {
+    "DECIDE": (200, 60, 60),
+    "running": (60, 90, 200),
+    "waiting": (170, 170, 170),
+}
+
+
+def cluster_rgb_frame(obs: Mapping[str, np.ndarray] | None, num_gpus: int) -> np.ndarray:
+    """A picture of :func:`cluster_ansi_frame`'s view, 320 px wide, of a fixed height per env.
+
+    The top band has one cell per GPU (busy dark); below it one row per slot
+    (the first ``RGB_SLOTS``): a state square (red deciding, blue running,
+    grey waiting, an orange edge if deprioritised), its GPU demand, its
+    progress and its observed evals as bars.
+    """
+    slots = RGB_SLOTS if obs is None else min(len(obs["present"]), RGB_SLOTS)
+    img = np.full((32 + 6 * slots, 320, 3), 255, np.uint8)
+    if obs is None:
+        return img
+    used = num_gpus - int(obs["free_gpus"][0])
+    cols = min(num_gpus, 64)
+    cw = 320 // cols
+    for c in range(cols):
+        busy = c * num_gpus / cols < used
+        img[4:28, c * cw + 1 : (c + 1) * cw - 1] = (40, 40, 40) if busy else (200, 220, 200)
+    for s in np.flatnonzero(obs["present"][:slots] > 0.5):
+        y = 32 + 6 * int(s)
+        state = _slot_state(obs, s)
+        img[y : y + 5, 2:10] = _STATE_COLOURS[state.rstrip("*")]
+        if state.endswith("*"):
+            img[y : y + 5, 10:12] = (240, 150, 30)
+        img[y : y + 5, 14 : 14 + round(60 * obs["gpus"][s] / num_gpus)] = (90, 90, 90)
+        if "progress" in obs:
+            img[y : y + 5, 80 : 80 + round(60 * float(obs["progress"][s, 0]))] = (60, 160, 90)
+        evals = _observed(obs["evals"][s]) if "evals" in obs else np.zeros(0)
+        if evals.size:
+            w = obs["evals"].shape[1] // 2
+            bw = max(170 // w, 1)
+            evals = evals[-(170 // bw) :]  # a window wider than 170 px shows its last evals
+            lo, hi = float(evals.min()) - 0.05, float(evals.max()) + 0.05
+            for i, e in enumerate(evals):
+                h = 1 + int(4 * (e - lo) / (hi - lo))
+                x = 146 + i * bw
+                img[y + 5 - h : y + 5, x : x + max(bw - 1, 1)] = (60, 90, 200)
     return img

@@ -11,18 +11,62 @@ from ..sim.metrics import METRIC_KEYS
 from ..sim.utility import stop_values
 
 
+def with_metrics_so_far(env: gym.Env, truncated: bool, info: dict[str, Any]) -> dict[str, Any]:
+    """``info``, plus the metrics so far and ``episode_metrics_partial=True`` if cut short.
+
+    On a ``truncated`` step without ``info["episode_metrics"]`` (a time limit
+    ended the episode before its last job): a new dict with
+    ``info["episode_metrics"]``, the base env's ``episode_metrics()`` so far
+    without its None entries, as the last step of an episode carries them.
+    Any other ``info`` is returned as it is.
+    """
+    if not truncated or "episode_metrics" in info:
+        return info
+    so_far = env.unwrapped.episode_metrics()  # type: ignore[attr-defined]
+    metrics = {k: v for k, v in so_far.items() if v is not None}
+    return {**info, "episode_metrics": metrics, "episode_metrics_partial": True}
+
+
+class EpisodeMetricsSoFar(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Give a truncated episode's last ``info`` the metrics so far (:func:`with_metrics_so_far`).
+
+    Gymnasium's ``TimeLimit`` (``gym.make(..., max_episode_steps=N)``) cuts an
+    episode outside the env, which cannot tell its last step from any other,
+    so the env itself never adds ``info["episode_metrics"]`` there.  Wrapped
+    outside the time limit, as in ``EpisodeMetricsSoFar(gym.make("EvalStop-v0",
+    max_episode_steps=N))``, this adds them, marked
+    ``info["episode_metrics_partial"] = True``.  Every other step's ``info``
+    is the env's own.  For ``EvalStop-v0``, ``EvalStopFlat-v0`` and
+    ``EvalStopCluster-v0``.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        """Wrap ``env`` (an env whose base has ``episode_metrics()``)."""
+        gym.utils.RecordConstructorArgs.__init__(self)
+        super().__init__(env)
+
+    def step(self, action: Any):
+        """Step the env; on a truncated last step, add the metrics so far to ``info``."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, with_metrics_so_far(self.env, truncated, info)
+
+
 class EpisodeMetricsInfo(gym.Wrapper):
     """Copy the final step's ``info["episode_metrics"]`` to top-level ``info`` keys.
 
     So that tools that read flat info keys at the end of an episode (SB3's
     ``Monitor(info_keywords=...)``) log the episode metrics.  Every key of
     ``METRIC_KEYS`` is there at the end of every episode: a metric undefined
-    in the episode (left out of ``info["episode_metrics"]``) is None.
+    in the episode (left out of ``info["episode_metrics"]``) is None.  A
+    truncated episode gets its metrics so far first (:func:`with_metrics_so_far`,
+    with ``episode_metrics_partial=True``), so a time limit does not leave the
+    keys out.
     """
 
     def step(self, action: Any):
         """Step the env; on the last step, lift the episode metrics into ``info``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
+        info = with_metrics_so_far(self.env, truncated, info)
         if "episode_metrics" in info:
             info = {**info, **dict.fromkeys(METRIC_KEYS), **info["episode_metrics"]}
         return obs, reward, terminated, truncated, info

@@ -37,6 +37,38 @@ def test_maskable_ppo_reads_action_masks_without_an_action_masker() -> None:
         assert all(math.isfinite(ep["r"]) for ep in model.ep_info_buffer)
 
 
+def test_make_vec_env_builds_and_steps_the_cluster_env() -> None:
+    # make_vec_env asks for render_mode="rgb_array" and retries only on a TypeError.
+    from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+    from stable_baselines3.common.env_util import make_vec_env
+
+    venv = make_vec_env("EvalStopCluster-v0", n_envs=2, env_kwargs={**SMALL, "max_jobs": 8})
+    assert venv.render_mode == "rgb_array"
+    venv.seed(0)
+    venv.reset()
+    assert is_masking_supported(venv)
+    for _ in range(40):  # long enough for an episode to end and auto-reset
+        masks = get_action_masks(venv).reshape(2, 8, 3)
+        venv.step(masks[:, :, 1].astype("int64"))  # stop every deciding job
+    assert venv.get_images()[0].shape == (32 + 6 * 8, 320, 3)
+
+
+def test_monitor_logs_the_metrics_of_a_truncated_episode() -> None:
+    # Monitor(info_keywords=...) reads each key at every episode end, truncated ones too.
+    from stable_baselines3.common.monitor import Monitor
+
+    from evalstop_gym import METRIC_KEYS
+    from evalstop_gym.envs import EpisodeMetricsInfo
+
+    env = gym.make("EvalStop-v0", max_episode_steps=5, **SMALL)
+    env = Monitor(EpisodeMetricsInfo(env), info_keywords=(*METRIC_KEYS, "episode_metrics_partial"))
+    env.reset(seed=0)
+    for _ in range(5):
+        *_, truncated, info = env.step(0)
+    assert truncated and info["episode"]["episode_metrics_partial"] is True
+    assert set(METRIC_KEYS) <= set(info["episode"])
+
+
 @pytest.mark.parametrize(
     ("algo", "kwargs"),
     [

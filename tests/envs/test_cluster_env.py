@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -38,6 +39,70 @@ def test_check_env_gymnasium_and_sb3() -> None:
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
     sb3_check_env(EvalStopClusterEnv(n_jobs=15, max_jobs=8), warn=False)
+
+
+def test_check_env_tries_every_render_mode_without_warnings() -> None:
+    # Through make, so that the checker builds the env in each declared render mode.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(gym.make("EvalStopCluster-v0", n_jobs=15, max_jobs=8).unwrapped)
+
+
+def test_render_modes_return_text_a_picture_or_print(capsys: pytest.CaptureFixture) -> None:
+    # A crowded cluster, so that jobs wait.
+    ansi = gym.make(
+        "EvalStopCluster-v0", n_jobs=15, max_jobs=8, num_gpus=16, load=5.0, render_mode="ansi"
+    )
+    assert ansi.unwrapped.render() == "EvalStopCluster-v0 (not reset)\n"
+    obs, _ = ansi.reset(seed=0)
+    text = ansi.render()
+    assert isinstance(text, str)
+    assert f"{int(obs['free_gpus'][0])} free" in text
+    assert f"queue: {int(obs['queue_length'][0])} waiting" in text
+    # A line per occupied slot, the deciding ones first.
+    lines = text.splitlines()[3:]
+    assert len(lines) == int(obs["present"].sum()) and "DECIDE" in lines[0]
+    rng = np.random.default_rng(0)
+    env = ansi.unwrapped
+    seen = {"waiting": False, "running": False}
+    while True:
+        _, _, term, _, _ = ansi.step(_random_action(env, rng))
+        text = ansi.render()
+        for state in seen:
+            seen[state] |= f"  {state}" in text
+        if term:
+            break
+    assert all(seen.values()), seen
+    assert text.endswith("episode over\n")
+
+    rgb = gym.make("EvalStopCluster-v0", n_jobs=15, max_jobs=8, render_mode="rgb_array")
+    rgb.reset(seed=0)
+    img = rgb.render()
+    assert isinstance(img, np.ndarray) and img.dtype == np.uint8
+    assert img.shape == (32 + 6 * 8, 320, 3) and (img < 255).any()
+    rgb.step(np.zeros(8, dtype=np.int64))
+    assert rgb.render().shape == img.shape  # a fixed size, as video recorders need
+
+    human = gym.make("EvalStopCluster-v0", n_jobs=15, max_jobs=8, render_mode="human")
+    human.reset(seed=0)
+    assert human.render() is None
+    human.step(np.zeros(8, dtype=np.int64))
+    assert human.render() is None
+    assert capsys.readouterr().out.count("GPUs [") == 2  # the reset and the step
+
+
+def test_render_mode_changes_no_observation_reward_or_info() -> None:
+    plain = EvalStopClusterEnv(n_jobs=20, max_jobs=6)
+    drawn = EvalStopClusterEnv(n_jobs=20, max_jobs=6, render_mode="rgb_array")
+    zero = lambda _o: np.zeros(6, dtype=np.int64)  # noqa: E731
+    for a, b in zip(_rollout(plain, 3, zero), _rollout(drawn, 3, zero), strict=True):
+        for x, y in zip(a, b, strict=True):
+            if isinstance(x, dict) and x and isinstance(next(iter(x.values())), np.ndarray):
+                assert x.keys() == y.keys()
+                for k in x:
+                    np.testing.assert_array_equal(x[k], y[k])
+            else:
+                assert x == y
 
 
 def test_deterministic_per_seed_and_pickles() -> None:
@@ -150,6 +215,9 @@ def test_bad_arguments_and_actions() -> None:
             EvalStopClusterEnv(max_jobs=bad)
     with pytest.raises(ConfigError, match="deprioritize"):
         EvalStopClusterEnv(deprioritize=True)
+    for bad in ("bogus", 1):
+        with pytest.raises(ConfigError, match=r"^render_mode="):
+            EvalStopClusterEnv(render_mode=bad)
     env = EvalStopClusterEnv(n_jobs=5, max_jobs=4)
     with pytest.raises(RuntimeError, match="reset"):
         env.step(np.zeros(4, dtype=np.int64))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -22,6 +24,35 @@ def test_an_unknown_argument_is_refused_in_one_line_with_a_suggestion() -> None:
     # argument and fall back on that error (TorchRL's frameskip) keep working.
     with pytest.raises(TypeError, match="got an unexpected keyword argument 'frameskip'"):
         gym.make("EvalStop-v0", frameskip=1)
+
+
+def _valid_names(text: str) -> list[str]:
+    """The list of valid arguments an unknown-argument message ends with."""
+    listed = text[text.index("its arguments are [") + len("its arguments are ") :]
+    return ast.literal_eval(listed[: listed.index("]") + 1])
+
+
+@pytest.mark.parametrize(
+    ("env_id", "extra", "left_out"),
+    [
+        ("EvalStop-v0", {"render_mode"}, set()),
+        ("EvalStopFlat-v0", {"render_mode"}, set()),
+        ("EvalStopCluster-v0", {"render_mode", "max_jobs"}, {"deprioritize"}),
+    ],
+)
+def test_gym_make_with_a_misspelt_argument_lists_the_valid_ones_and_the_closest(
+    env_id: str, extra: set[str], left_out: set[str]
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        gym.make(env_id, schedular="fifo")
+    text = str(e.value)
+    assert f"{env_id} got an unexpected keyword argument 'schedular'" in text
+    assert "(did you mean 'scheduler'?)" in text
+    assert set(_valid_names(text)) == (set(arguments()) | extra) - left_out
+    for typo, meant in (("rendermode", "render_mode"), ("max_job", "max_jobs")):
+        if meant in extra:
+            with pytest.raises(ConfigError, match=f"did you mean '{meant}'"):
+                gym.make(env_id, **{typo: 1})
 
 
 def test_scheduler_options_reach_the_scheduler_through_gym_make() -> None:
