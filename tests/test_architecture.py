@@ -248,6 +248,8 @@ def test_the_report_and_the_query_layer_import_no_experiment() -> None:
 
 
 def test_every_experiment_module_exports_its_experiment_and_is_listed() -> None:
+    # The harness's statistics need SciPy (the cli extra); a core install has none.
+    pytest.importorskip("scipy")
     from evalstop_experiments.experiments import EXPERIMENTS, REPORT_ORDER, TITLES
 
     folder = ROOT / "evalstop_experiments" / "experiments"

@@ -281,6 +281,8 @@ def test_fuzzed_files_raise_only_own_errors(name: str, tmp_path: Path) -> None:
 def test_cli_unwritable_or_unreadable_path_is_a_message(
     command: str, tmp_path: Path, capsys
 ) -> None:
+    # The command line runs the harness, whose statistics need SciPy (the cli extra).
+    pytest.importorskip("scipy")
     from evalstop_cli.main import main
 
     blocker = tmp_path / "a-file"

@@ -34,8 +34,12 @@ def _rollout(env: EvalStopClusterEnv, seed: int, act) -> list:
             return out
 
 
-def test_check_env_gymnasium_and_sb3() -> None:
+def test_check_env_gymnasium() -> None:
     check_env(EvalStopClusterEnv(n_jobs=15, max_jobs=8), skip_render_check=True)
+
+
+def test_check_env_sb3() -> None:
+    pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
     sb3_check_env(EvalStopClusterEnv(n_jobs=15, max_jobs=8), warn=False)

@@ -55,6 +55,7 @@ def test_gymnasium_check_env_passes_without_warnings() -> None:
 
 
 def test_sb3_check_env_passes_without_warnings() -> None:
+    pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.env_checker import check_env
 
     with warnings.catch_warnings(record=True) as rec:
@@ -230,6 +231,7 @@ def test_async_vector_env_runs() -> None:
 
 
 def test_sb3_subproc_vec_env_runs() -> None:
+    pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import SubprocVecEnv
 

@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 from golden_episodes import float_kernels
 
+# The harness's statistics need SciPy (the cli extra); a core install has none.
+pytest.importorskip("scipy")
+
 from baselines import EvalStop, NoStop, evaluate
 from baselines.bayes import BayesStopper
 from baselines.changepoint import Cusum, cusum_statistic

@@ -7,6 +7,9 @@ import typing
 
 import pytest
 
+# The harness's statistics need SciPy (the cli extra); a core install has none.
+pytest.importorskip("scipy")
+
 from evalstop_cli.envargs import (
     add_env_arguments,
     allowed_values,

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# The harness's statistics need SciPy (the cli extra); a core install has none.
+pytest.importorskip("scipy")
+
 from evalstop_experiments.experiments.pools import CLUSTERS, e11_cells, effective_gpus, matched_load
 from evalstop_experiments.reproduce import reproduce
 from evalstop_gym.sim.pools import GPU_SPEEDS, PLACEMENTS

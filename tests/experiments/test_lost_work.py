@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_reproduce import TINY  # the smallest reproduce run, shared with its own tests
 
 from evalstop_gym.fileio import (
     UntrustedFileError,
@@ -63,6 +62,9 @@ def test_hash_record_round_trip_and_tamper(tmp_path: Path) -> None:
 
 
 def test_resume_recomputes_invalid_results_and_names_them(tmp_path: Path) -> None:
+    pytest.importorskip("scipy")  # the harness needs the cli extra
+    from test_reproduce import TINY  # the smallest reproduce run, shared with its own tests
+
     from evalstop_experiments.reproduce import reproduce
 
     ref = reproduce(tmp_path / "ref", experiments=["E1"], **TINY)
@@ -84,6 +86,9 @@ def test_resume_recomputes_invalid_results_and_names_them(tmp_path: Path) -> Non
 
 
 def test_fresh_deletes_only_what_the_package_wrote(tmp_path: Path) -> None:
+    pytest.importorskip("scipy")  # the harness needs the cli extra
+    from test_reproduce import TINY  # the smallest reproduce run, shared with its own tests
+
     from evalstop_experiments.reproduce import reproduce
 
     reproduce(tmp_path, experiments=["E1"], **TINY)
@@ -97,6 +102,9 @@ def test_fresh_deletes_only_what_the_package_wrote(tmp_path: Path) -> None:
 
 
 def test_fresh_refuses_results_it_did_not_write(tmp_path: Path) -> None:
+    pytest.importorskip("scipy")  # the harness needs the cli extra
+    from test_reproduce import TINY  # the smallest reproduce run, shared with its own tests
+
     from evalstop_experiments.reproduce import reproduce
 
     reproduce(tmp_path, experiments=["E1"], **TINY)

@@ -7,6 +7,9 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
+# The harness's statistics need SciPy (the cli extra); a core install has none.
+pytest.importorskip("scipy")
+
 from evalstop_experiments import scoring
 from evalstop_experiments.experiments import REPORT_ORDER
 from evalstop_experiments.experiments import real_curves as e7

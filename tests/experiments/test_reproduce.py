@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# The harness's statistics need SciPy (the cli extra); a core install has none.
+pytest.importorskip("scipy")
+
 from evalstop_cli.main import main
 from evalstop_experiments.experiments import REPORT_ORDER
 from evalstop_experiments.experiments.paper import build_cells

@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# The harness's statistics need SciPy (the cli extra); a core install has none.
+pytest.importorskip("scipy")
+
 from evalstop_experiments.experiments.paper import build_cells
 from evalstop_experiments.experiments.real_curves import QUICK_CORPUS
 from evalstop_experiments.progress import Reporter

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from gymnasium import spaces
 
+# The harness's statistics need SciPy (the cli extra); a core install has none.
+pytest.importorskip("scipy")
+
 from baselines.policies import EvalStop
 from evalstop_cli.main import main
 from evalstop_experiments import ScoreRow, score, scoring

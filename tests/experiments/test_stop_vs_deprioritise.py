@@ -5,6 +5,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
+# The harness's statistics need SciPy (the cli extra); a core install has none.
+pytest.importorskip("scipy")
+
 from evalstop_experiments.cells import SCHEDULERS
 from evalstop_experiments.experiments.deprioritisation import COST_SWEEPS, LOADS, e10_cells
 from evalstop_experiments.reproduce import reproduce
