@@ -63,9 +63,11 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from evalstop_experiments.cells import SCRIPTED, Cell
     from evalstop_experiments.runner import run_task
     from evalstop_experiments.summary import add_deltas, summarise
+    from evalstop_gym.envs.config import EvalStopConfig
     from evalstop_gym.parallel import Executor
 
     env = env_kwargs_from_args(args)
+    EvalStopConfig.from_kwargs(**env)  # a bad value fails here, not in every worker
     t0 = time.perf_counter()
     policies = SCRIPTED + tuple(_learned_spec(spec, env) for spec in args.policy)
     tasks = [(Cell("bench", p, env), s) for p in policies for s in range(args.seeds)]

@@ -72,9 +72,12 @@ def add_train_parser(sub: Any) -> None:
 def train_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The env arguments of ``train``: the ``--task``'s, overridden by the env flags given."""
     from evalstop_gym import suite_task
+    from evalstop_gym.envs.config import EvalStopConfig
 
     task = suite_task(args.task) if args.task else {}
-    return {**task, **env_kwargs_from_args(args)}
+    kwargs = {**task, **env_kwargs_from_args(args)}
+    EvalStopConfig.from_kwargs(**kwargs)  # a bad value fails before SB3 starts its envs
+    return kwargs
 
 
 def cmd_train(args: argparse.Namespace) -> int:
