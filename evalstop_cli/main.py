@@ -9,16 +9,66 @@ evalstop-gym curves ...           real micro-RLHF training curves
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from evalstop_experiments.experiments import TITLES
-from evalstop_gym.parallel import BACKENDS
+from evalstop_gym.parallel import BACKENDS, BackendError
 
 from .envargs import add_env_arguments, env_kwargs_from_args
 from .train import add_train_parser
+
+#: The pip extra (pyproject.toml's optional dependencies) that installs each optional module.
+EXTRAS: dict[str, str] = {
+    "rich": "cli",
+    "tqdm": "cli",
+    "scipy": "cli",
+    "matplotlib": "plots",
+    "stable_baselines3": "train",
+    "sb3_contrib": "train",
+    "torch": "train",
+    "yaml": "train",
+    "ray": "distributed",
+    "trl": "trl",
+    "transformers": "trl",
+    "tokenizers": "trl",
+}
+
+#: The optional modules each subcommand needs whatever its flags (rich prints the tables,
+#: scipy's t quantiles make the intervals): checked before any work starts.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "benchmark": ("rich", "scipy"),
+    "reproduce": ("rich", "scipy", "matplotlib"),
+    "train": ("stable_baselines3", "torch"),
+}
+
+
+def missing_module_message(module: str, what: str = "this command", hint: str = "") -> str:
+    """One line: the module ``what`` needs, the pip extra that installs it, and ``hint``."""
+    top = module.partition(".")[0]
+    extra = EXTRAS.get(top)
+    fix = (
+        f'pip install -e ".[{extra}]" (in a clone; else pip install "evalstop-gym[{extra}]")'
+        if extra
+        else f"pip install {top}"
+    )
+    return f"{what} needs {top!r}, which is not installed: {fix}" + (f"; {hint}" if hint else "")
+
+
+class MissingModuleError(ModuleNotFoundError):
+    """An optional module a subcommand needs is absent; found before any work starts."""
+
+
+def require(modules: Iterable[str], what: str, hint: str = "") -> None:
+    """Raise :class:`MissingModuleError` naming the extra for the first of ``modules`` absent."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise MissingModuleError(missing_module_message(module, what, hint), name=module)
 
 
 def _table(title: str, summary: list[dict[str, Any]]) -> None:
@@ -56,6 +106,8 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     """``evalstop-gym benchmark``: the scripted stoppers on one setting, as a table."""
+    if args.policy:
+        require(("stable_baselines3", "torch"), "--policy (a learned stopper)")
     if args.suite:
         from evalstop_experiments.experiments.suite import cmd_suite
 
@@ -119,7 +171,19 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         deprioritisation=False if args.no_deprioritisation else None,
         curves=args.corpus,
     )
-    res = reproduce(args.out, options)
+    try:
+        res = reproduce(args.out, options)
+    except BrokenProcessPool:
+        again = list(args.argv or ["reproduce"]) + ([] if args.resume else ["--resume"])
+        if "--out" not in again:
+            again += ["--out", str(args.out)]
+        print(
+            f"evalstop-gym: error: a worker process died (killed, or out of memory); "
+            f"the results finished so far are kept in {args.out}/raw: "
+            f"{shlex.join(['evalstop-gym', *again])} continues",
+            file=sys.stderr,
+        )
+        return 1
     e1 = [s for s in res.summary if s["experiment"] == "E1"]
     if e1:
         _table("E1 — heavy-RLHF on SRTF-Est (mean ± 95 % CI over seeds)", e1)
@@ -196,11 +260,23 @@ def add_reproduce_parser(sub: Any) -> None:
 
 def add_curves_parser(sub: Any) -> None:
     """``curves``: generate and fit real micro-RLHF training curves."""
-    from evalstop_corpora.micro_rlhf.generate import add_arguments, run
+    from evalstop_corpora.micro_rlhf.generate import add_arguments
 
     c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
     add_arguments(c)
-    c.set_defaults(func=lambda a: run(a) or 0)
+    c.set_defaults(func=cmd_curves)
+
+
+def cmd_curves(args: argparse.Namespace) -> int:
+    """``evalstop-gym curves``: generate (torch) and fit a micro-RLHF corpus."""
+    from evalstop_corpora.micro_rlhf.generate import run
+
+    if args.curves_command == "generate":
+        trl = getattr(args, "source", "micro") == "trl"
+        require(("torch", "trl", "transformers") if trl else ("torch",), "curves generate")
+    elif args.curves_command == "fit":
+        require(("matplotlib",), "curves fit")
+    return int(run(args) or 0)
 
 
 #: Each subcommand's parser builder, in help order; a new subcommand appends its own.
@@ -224,8 +300,27 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (2 on bad input, 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        # Without SB3 or torch, reproduce's E6, E7 and E9 skip themselves with a note.
+        require(NEEDS.get(args.command, ()), args.command)
         return int(args.func(args) or 0)
+    except ModuleNotFoundError as e:
+        if not isinstance(e, MissingModuleError) and (e.name or "").partition(".")[0] not in EXTRAS:
+            raise  # a module of the project itself: a bug, keep its traceback
+        message = str(e) if isinstance(e, MissingModuleError) else missing_module_message(e.name)
+        print(f"evalstop-gym: error: {message}", file=sys.stderr)
+        return 2
+    except BackendError as e:
+        print(f"evalstop-gym: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenProcessPool:
+        print(
+            "evalstop-gym: error: a worker process died (killed, or out of memory); "
+            "rerun, or with --workers 1 to see what stops it",
+            file=sys.stderr,
+        )
+        return 1
     except (ValueError, FileExistsError) as e:
         print(f"evalstop-gym: error: {e}", file=sys.stderr)
         return 2

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+import multiprocessing
 import os
 import pickle
+import shlex
 import subprocess
 import sys
+import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -90,3 +95,92 @@ def test_the_benchmark_command_with_a_bad_value_exits_2_in_one_line() -> None:
     res = _cli("benchmark", "--seeds", "2", "--scheduler", "srtf")
     assert res.returncode == 2, res.stderr
     assert "srtf-est" in _one_error_line(res.stderr) and res.stdout == ""
+
+
+def die_on_seed_1(task):
+    """``timed_task``, except that a worker given seed 1 dies as a killed process does."""
+    from evalstop_experiments.runner import run_task
+
+    if task[1] == 1 and multiprocessing.current_process().name != "MainProcess":
+        os._exit(9)
+    t0 = time.process_time()
+    return run_task(task), time.process_time() - t0
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_reproduce_ends_with_the_command_that_resumes(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    argv = ["reproduce", "--quick", "--experiments", "E1", "--seeds", "2", "--n-jobs", "20"]
+    argv += ["--workers", "2", "--out", str(tmp_path / "out")]
+    monkeypatch.setattr("evalstop_experiments.runner.timed_task", die_on_seed_1)
+    assert main(argv) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "worker process died" in line and "kept" in line and "Traceback" not in line
+    command = line.rpartition(": ")[2].removesuffix(" continues")
+    assert command == shlex.join(["evalstop-gym", *argv, "--resume"])
+    monkeypatch.undo()
+    assert main([*shlex.split(command)[1:]]) == 0
+
+
+def test_a_broken_pool_in_reproduce_prints_the_resume_command(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    def broken(*args, **kwargs):
+        raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr("evalstop_experiments.reproduce.reproduce", broken)
+    assert main(["reproduce", "--quick", "--out", str(tmp_path)]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert line.endswith(f"evalstop-gym reproduce --quick --out {tmp_path} --resume continues")
+
+
+def test_ray_failing_to_start_suggests_the_local_backend(tmp_path, monkeypatch, capsys) -> None:
+    ray = pytest.importorskip("ray")
+
+    def timed_out(*args, **kwargs):
+        raise RuntimeError("The current node timed out during startup.\nmore detail")
+
+    monkeypatch.setattr(ray, "init", timed_out)
+    argv = ["reproduce", "--quick", "--experiments", "E1", "--backend", "ray"]
+    assert main([*argv, "--out", str(tmp_path)]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert "Ray did not start" in line and "timed out during startup" in line
+    assert line.endswith("--backend local")
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "extra"),
+    [
+        (["benchmark"], "rich", "cli"),
+        (["benchmark", "--suite"], "scipy", "cli"),
+        (["reproduce", "--quick"], "matplotlib", "plots"),
+        (["train", "--out", "m.zip"], "stable_baselines3", "train"),
+        (["benchmark", "--policy", "pretrained:hard"], "torch", "train"),
+    ],
+)
+def test_a_missing_extra_is_named_before_any_work(
+    argv, module, extra, tmp_path, monkeypatch, capsys
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a)
+    )
+    monkeypatch.chdir(tmp_path)
+    t0 = time.perf_counter()
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    line = _one_error_line(captured.err)
+    assert repr(module) in line and f'pip install -e ".[{extra}]"' in line
+    assert captured.out == "" and list(tmp_path.iterdir()) == []
+    assert time.perf_counter() - t0 < 5  # refused before any episode
+
+
+def test_a_missing_extra_found_during_work_names_the_extra(monkeypatch, capsys) -> None:
+    def needs_scipy(args):
+        raise ModuleNotFoundError("No module named 'scipy'", name="scipy")
+
+    monkeypatch.setattr("evalstop_cli.main.cmd_benchmark", needs_scipy)
+    monkeypatch.setattr("evalstop_cli.main.NEEDS", {})
+    assert main(["benchmark"]) == 2
+    assert '".[cli]"' in _one_error_line(capsys.readouterr().err)
