@@ -109,6 +109,22 @@ def _help(name: str, default: Any, kind: type, optional: bool) -> str:
     return "; ".join(parts)
 
 
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``minimum`` (argparse names the flag in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed: an integer >= {minimum}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
 def add_env_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--workload``, ``--eval-noise``, ``--obs-fields``… (defaults: the env's)."""
     group = parser.add_argument_group("environment (EvalStop-v0 keyword arguments)")

@@ -15,12 +15,13 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from evalstop_experiments.experiments import TITLES
 from evalstop_gym.parallel import BACKENDS, BackendError
 
-from .envargs import add_env_arguments, env_kwargs_from_args
+from .envargs import add_env_arguments, at_least, env_kwargs_from_args
 from .train import add_train_parser
 
 #: The pip extra (pyproject.toml's optional dependencies) that installs each optional module.
@@ -69,6 +70,30 @@ def require(modules: Iterable[str], what: str, hint: str = "") -> None:
     for module in modules:
         if importlib.util.find_spec(module) is None:
             raise MissingModuleError(missing_module_message(module, what, hint), name=module)
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (the usage of a command is pages long)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message`` and where the help is; exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+#: Subcommands whose ``--out`` is a folder: a file there is refused before any work.
+FOLDER_OUT = ("benchmark", "reproduce", "curves")
+
+
+def check_out_folder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` that is an existing file where a folder is expected."""
+    out = getattr(args, "out", None)
+    if (
+        args.command in FOLDER_OUT
+        and out is not None
+        and Path(out).exists()
+        and not Path(out).is_dir()
+    ):
+        parser.error(f"argument --out: {out!r} is a file, not allowed: a folder (new or existing)")
 
 
 def _table(title: str, summary: list[dict[str, Any]]) -> None:
@@ -200,8 +225,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def add_benchmark_parser(sub: Any) -> None:
     """``benchmark``: the scripted stoppers on one setting (every env argument a flag)."""
     b = sub.add_parser("benchmark", help="the scripted stoppers on one setting, as a table")
-    b.add_argument("--seeds", type=int, default=10, help="episodes per policy (default 10)")
-    b.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    b.add_argument(
+        "--seeds", type=at_least(1), default=10, help="episodes per policy, >= 1 (default 10)"
+    )
+    b.add_argument(
+        "--workers", type=at_least(1), default=None, help="processes, >= 1 (default: all cores)"
+    )
     b.add_argument(
         "--policy",
         action="append",
@@ -225,9 +254,17 @@ def add_reproduce_parser(sub: Any) -> None:
     r.add_argument(
         "--quick", action="store_true", help="fewer seeds and jobs (under 2 minutes on 2 cores)"
     )
-    r.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 50; quick 10)")
     r.add_argument(
-        "--n-jobs", type=int, default=None, help="jobs per episode (default 200; quick 150)"
+        "--seeds",
+        type=int,  # ReproduceOptions refuses fewer than 2 in one line, before any work
+        default=None,
+        help="seeds per cell, >= 2 (default 50; quick 10)",
+    )
+    r.add_argument(
+        "--n-jobs",
+        type=at_least(1),
+        default=None,
+        help="jobs per episode, >= 1 (default 200; quick 150)",
     )
     r.add_argument("--out", default="results", help="output folder (default results/)")
     r.add_argument(
@@ -237,14 +274,20 @@ def add_reproduce_parser(sub: Any) -> None:
     )
     r.add_argument("--backend", choices=BACKENDS, default="local")
     r.add_argument(
-        "--workers", type=int, default=None, help="parallel workers (default: all cores)"
+        "--workers",
+        type=at_least(1),
+        default=None,
+        help="parallel workers, >= 1 (default: all cores)",
     )
     r.add_argument("--address", default=None, help="address of an existing Ray cluster")
     r.add_argument("--resume", action="store_true", help="reuse finished (cell, seed) results")
     r.add_argument("--fresh", action="store_true", help="discard earlier results in OUT/raw")
     r.add_argument("--no-learned", action="store_true", help="skip E6 (no SB3 training)")
     r.add_argument(
-        "--train-timesteps", type=int, default=None, help="E6 budget per model (20k quick, 300k)"
+        "--train-timesteps",
+        type=at_least(1),
+        default=None,
+        help="E6 budget per model (20k quick, 300k)",
     )
     r.add_argument("--no-real-curves", action="store_true", help="skip E7 (no micro-RLHF corpus)")
     r.add_argument(
@@ -290,7 +333,7 @@ SUBCOMMANDS: list[Callable[[Any], None]] = [
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``evalstop-gym`` parser with every subcommand of :data:`SUBCOMMANDS`."""
-    ap = argparse.ArgumentParser(prog="evalstop-gym", description=__doc__.splitlines()[0])
+    ap = Parser(prog="evalstop-gym", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     for add in SUBCOMMANDS:
         add(sub)
@@ -299,7 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (2 on bad input, 130 on Ctrl-C)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_out_folder(parser, args)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         # Without SB3 or torch, reproduce's E6, E7 and E9 skip themselves with a note.

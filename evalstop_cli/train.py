@@ -14,7 +14,7 @@ from typing import Any
 from baselines.training.train import POLICIES, VECS
 from baselines.training.zoo import ALGOS
 
-from .envargs import add_env_arguments, env_kwargs_from_args
+from .envargs import add_env_arguments, at_least, env_kwargs_from_args
 
 
 def add_train_parser(sub: Any) -> None:
@@ -23,13 +23,16 @@ def add_train_parser(sub: Any) -> None:
     t.add_argument("--algo", choices=ALGOS, default="ppo")
     t.add_argument(
         "--timesteps",
-        type=int,
+        type=at_least(1),
         default=None,
         help="training budget (default: n_timesteps of hyperparams/ALGO.yml)",
     )
     t.add_argument("--out", required=True, help="model file (.zip)")
     t.add_argument(
-        "--n-envs", type=int, default=None, help="parallel envs (default: n_envs of the yml)"
+        "--n-envs",
+        type=at_least(1),
+        default=None,
+        help="parallel envs (default: n_envs of the yml)",
     )
     t.add_argument("--seed", type=int, default=0)
     t.add_argument(
@@ -38,7 +41,9 @@ def add_train_parser(sub: Any) -> None:
         default="multi",
         help="MultiInputPolicy on the Dict, or MlpPolicy on FlattenObservation",
     )
-    t.add_argument("--eval-freq", type=int, default=20_000, help="timesteps between evaluations")
+    t.add_argument(
+        "--eval-freq", type=at_least(1), default=20_000, help="timesteps between evaluations"
+    )
     t.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
     t.add_argument(
         "--vec",

@@ -6,6 +6,7 @@ import importlib.util
 import multiprocessing
 import os
 import pickle
+import re
 import shlex
 import subprocess
 import sys
@@ -78,7 +79,8 @@ BAD_ENV_VALUES = [
 def _one_error_line(stderr: str) -> str:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
-    assert lines[0].startswith("evalstop-gym: error: ") and "Traceback" not in stderr
+    # "evalstop-gym: error: ..." or, from the argument parser, "evalstop-gym train: error: ..."
+    assert re.match(r"evalstop-gym( [a-z]+)?: error: ", lines[0]) and "Traceback" not in stderr
     return lines[0]
 
 
@@ -184,3 +186,48 @@ def test_a_missing_extra_found_during_work_names_the_extra(monkeypatch, capsys) 
     monkeypatch.setattr("evalstop_cli.main.NEEDS", {})
     assert main(["benchmark"]) == 2
     assert '".[cli]"' in _one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "value", "allowed"),
+    [
+        (["benchmark", "--seeds", "0"], "--seeds", "'0'", ">= 1"),
+        (["benchmark", "--seeds", "-3"], "--seeds", "'-3'", ">= 1"),
+        (["benchmark", "--workers", "0"], "--workers", "'0'", ">= 1"),
+        (["reproduce", "--n-jobs", "0"], "--n-jobs", "'0'", ">= 1"),
+        (["reproduce", "--workers", "-1"], "--workers", "'-1'", ">= 1"),
+        (["train", "--out", "m.zip", "--n-envs", "0"], "--n-envs", "'0'", ">= 1"),
+        (["train", "--out", "m.zip", "--timesteps", "0"], "--timesteps", "'0'", ">= 1"),
+    ],
+)
+def test_counts_below_their_minimum_are_refused_in_one_line(
+    argv, flag, value, allowed, tmp_path, monkeypatch, capsys
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    line = _one_error_line(captured.err)
+    assert f"argument {flag}: {value} is not allowed: an integer {allowed}" in line
+    assert captured.out == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["benchmark", "--suite"], ["reproduce", "--quick"]])
+def test_an_out_that_is_a_file_is_refused_before_any_work(argv, tmp_path, capsys) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("mine\n")
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--out", str(afile)])
+    assert info.value.code == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"argument --out: {str(afile)!r} is a file, not allowed: a folder" in line
+    assert afile.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [afile]
+
+
+@pytest.mark.parametrize("seeds", ["1", "0", "-3"])
+def test_reproduce_refuses_fewer_than_two_seeds_before_any_work(seeds, tmp_path, capsys) -> None:
+    assert main(["reproduce", "--seeds", seeds, "--out", str(tmp_path / "out")]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"seeds={seeds} is not allowed: at least 2" in line
+    assert not (tmp_path / "out").exists()
