@@ -22,6 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 from evalstop_gym.envs.config import arguments
+from evalstop_gym.sim.pools import GPU_SPEEDS
+
+
+def formats() -> dict[str, str]:
+    """The text form of the arguments that take structured text (their help shows it)."""
+    return {
+        "pools": "comma-separated GPU type=count pairs, e.g. a100=32,h100=32; types "
+        + ", ".join(sorted(GPU_SPEEDS)),
+    }
 
 
 def env_parameters() -> dict[str, inspect.Parameter]:
@@ -102,6 +111,8 @@ def _help(name: str, default: Any, kind: type, optional: bool) -> str:
     allowed = allowed_values().get(name)
     what = "a JSON object" if kind is dict else kind.__name__
     parts = [what + (" or none" if optional else "")]
+    if name in formats():
+        parts.append(formats()[name])
     if allowed:
         many = " (comma-separated subset)" if name == "obs_fields" else ""
         parts.append(f"one of {', '.join(allowed)}{many}")

@@ -272,7 +272,13 @@ def add_reproduce_parser(sub: Any) -> None:
         default=None,
         help=f"comma-separated subset of {','.join(TITLES)} (default: all)",
     )
-    r.add_argument("--backend", choices=BACKENDS, default="local")
+    r.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help=f"where the episodes run, one of {', '.join(BACKENDS)} (default local: a process "
+        "pool on this machine)",
+    )
     r.add_argument(
         "--workers",
         type=at_least(1),
@@ -333,7 +339,10 @@ SUBCOMMANDS: list[Callable[[Any], None]] = [
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``evalstop-gym`` parser with every subcommand of :data:`SUBCOMMANDS`."""
+    from evalstop_gym import __version__
+
     ap = Parser(prog="evalstop-gym", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     for add in SUBCOMMANDS:
         add(sub)

@@ -20,7 +20,13 @@ from .envargs import add_env_arguments, at_least, env_kwargs_from_args
 def add_train_parser(sub: Any) -> None:
     """Add the ``train`` subcommand (every env argument a flag) to ``sub``."""
     t = sub.add_parser("train", help="train a learned stopper with Stable-Baselines3")
-    t.add_argument("--algo", choices=ALGOS, default="ppo")
+    t.add_argument(
+        "--algo",
+        choices=ALGOS,
+        default="ppo",
+        help=f"the SB3 algorithm, one of {', '.join(ALGOS)} (default ppo; hyperparameters "
+        "from baselines/hyperparams/ALGO.yml)",
+    )
     t.add_argument(
         "--timesteps",
         type=at_least(1),
@@ -34,7 +40,9 @@ def add_train_parser(sub: Any) -> None:
         default=None,
         help="parallel envs (default: n_envs of the yml)",
     )
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--seed", type=int, default=0, help="seed of the model and of the training envs (default 0)"
+    )
     t.add_argument(
         "--policy",
         choices=POLICIES,
@@ -54,7 +62,7 @@ def add_train_parser(sub: Any) -> None:
     t.add_argument(
         "--tensorboard", default=None, help="TensorBoard log dir (default: OUT/tb if installed)"
     )
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument(
         "--last", action="store_true", help="save the last model, not the best-evaluated one"
     )

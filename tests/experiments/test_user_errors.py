@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib.metadata
 import importlib.util
 import multiprocessing
 import os
@@ -16,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from evalstop_cli.main import main
+import evalstop_gym
+from evalstop_cli.envargs import allowed_values
+from evalstop_cli.main import build_parser, main
 from evalstop_gym import suite_task
 from evalstop_gym.corpus.format import CurveTraceError
 from evalstop_gym.envs.config import UnknownArgumentError
@@ -231,3 +235,39 @@ def test_reproduce_refuses_fewer_than_two_seeds_before_any_work(seeds, tmp_path,
     line = _one_error_line(capsys.readouterr().err)
     assert f"seeds={seeds} is not allowed: at least 2" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_version_is_the_installed_distributions(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"evalstop-gym {evalstop_gym.__version__}"
+    assert evalstop_gym.__version__ == importlib.metadata.version("evalstop-gym")
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+@pytest.mark.parametrize("command", ["benchmark", "reproduce", "train", "curves"])
+def test_every_flag_has_help_listing_its_allowed_values(command) -> None:
+    parser = _subparsers()[command]
+    for action in parser._actions:
+        if not action.option_strings or action.help == argparse.SUPPRESS:
+            continue
+        assert action.help, f"{command} {action.option_strings[0]} has no help"
+    text = parser.format_help()
+    if command in ("benchmark", "train"):
+        for name, values in allowed_values().items():
+            flag = "--" + name.replace("_", "-")
+            shown = " ".join(text.split(f"  {flag} ")[1].split("\n  --")[0].split())
+            assert all(v in shown for v in values), (flag, shown)
+        assert "a100=32,h100=32" in " ".join(text.split())
+
+
+def test_train_documents_its_algo_and_seed() -> None:
+    text = " ".join(_subparsers()["train"].format_help().split())
+    assert "one of a2c, dqn, ppo, recurrentppo (default ppo" in text
+    assert "(default 0)" in text.split("--seed SEED")[-1][:120]
