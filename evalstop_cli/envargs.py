@@ -22,6 +22,15 @@ from collections.abc import Callable
 from typing import Any
 
 from evalstop_gym.envs.config import arguments
+from evalstop_gym.sim.pools import GPU_SPEEDS
+
+
+def formats() -> dict[str, str]:
+    """The text form of the arguments that take structured text (their help shows it)."""
+    return {
+        "pools": "comma-separated GPU type=count pairs, e.g. a100=32,h100=32; types "
+        + ", ".join(sorted(GPU_SPEEDS)),
+    }
 
 
 def env_parameters() -> dict[str, inspect.Parameter]:
@@ -102,11 +111,29 @@ def _help(name: str, default: Any, kind: type, optional: bool) -> str:
     allowed = allowed_values().get(name)
     what = "a JSON object" if kind is dict else kind.__name__
     parts = [what + (" or none" if optional else "")]
+    if name in formats():
+        parts.append(formats()[name])
     if allowed:
         many = " (comma-separated subset)" if name == "obs_fields" else ""
         parts.append(f"one of {', '.join(allowed)}{many}")
     parts.append(f"default: {default!r}")
     return "; ".join(parts)
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer >= ``minimum`` (argparse names the flag in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed: an integer >= {minimum}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
 
 
 def add_env_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,16 +9,91 @@ evalstop-gym curves ...           real micro-RLHF training curves
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import shlex
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any, NoReturn
 
 from evalstop_experiments.experiments import TITLES
-from evalstop_gym.parallel import BACKENDS
+from evalstop_gym.parallel import BACKENDS, BackendError
 
-from .envargs import add_env_arguments, env_kwargs_from_args
+from .envargs import add_env_arguments, at_least, env_kwargs_from_args
 from .train import add_train_parser
+
+#: The pip extra (pyproject.toml's optional dependencies) that installs each optional module.
+EXTRAS: dict[str, str] = {
+    "rich": "cli",
+    "tqdm": "cli",
+    "scipy": "cli",
+    "matplotlib": "plots",
+    "stable_baselines3": "train",
+    "sb3_contrib": "train",
+    "torch": "train",
+    "yaml": "train",
+    "ray": "distributed",
+    "trl": "trl",
+    "transformers": "trl",
+    "tokenizers": "trl",
+}
+
+#: The optional modules each subcommand needs whatever its flags (rich prints the tables,
+#: scipy's t quantiles make the intervals): checked before any work starts.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "benchmark": ("rich", "scipy"),
+    "reproduce": ("rich", "scipy", "matplotlib"),
+    "train": ("stable_baselines3", "torch"),
+}
+
+
+def missing_module_message(module: str, what: str = "this command", hint: str = "") -> str:
+    """One line: the module ``what`` needs, the pip extra that installs it, and ``hint``."""
+    top = module.partition(".")[0]
+    extra = EXTRAS.get(top)
+    fix = (
+        f'pip install -e ".[{extra}]" (in a clone; else pip install "evalstop-gym[{extra}]")'
+        if extra
+        else f"pip install {top}"
+    )
+    return f"{what} needs {top!r}, which is not installed: {fix}" + (f"; {hint}" if hint else "")
+
+
+class MissingModuleError(ModuleNotFoundError):
+    """An optional module a subcommand needs is absent; found before any work starts."""
+
+
+def require(modules: Iterable[str], what: str, hint: str = "") -> None:
+    """Raise :class:`MissingModuleError` naming the extra for the first of ``modules`` absent."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise MissingModuleError(missing_module_message(module, what, hint), name=module)
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (the usage of a command is pages long)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message`` and where the help is; exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+#: Subcommands whose ``--out`` is a folder: a file there is refused before any work.
+FOLDER_OUT = ("benchmark", "reproduce", "curves")
+
+
+def check_out_folder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse an ``--out`` that is an existing file where a folder is expected."""
+    out = getattr(args, "out", None)
+    if (
+        args.command in FOLDER_OUT
+        and out is not None
+        and Path(out).exists()
+        and not Path(out).is_dir()
+    ):
+        parser.error(f"argument --out: {out!r} is a file, not allowed: a folder (new or existing)")
 
 
 def _table(title: str, summary: list[dict[str, Any]]) -> None:
@@ -56,6 +131,8 @@ def _table(title: str, summary: list[dict[str, Any]]) -> None:
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     """``evalstop-gym benchmark``: the scripted stoppers on one setting, as a table."""
+    if args.policy:
+        require(("stable_baselines3", "torch"), "--policy (a learned stopper)")
     if args.suite:
         from evalstop_experiments.experiments.suite import cmd_suite
 
@@ -63,9 +140,11 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     from evalstop_experiments.cells import SCRIPTED, Cell
     from evalstop_experiments.runner import run_task
     from evalstop_experiments.summary import add_deltas, summarise
+    from evalstop_gym.envs.config import EvalStopConfig
     from evalstop_gym.parallel import Executor
 
     env = env_kwargs_from_args(args)
+    EvalStopConfig.from_kwargs(**env)  # a bad value fails here, not in every worker
     t0 = time.perf_counter()
     policies = SCRIPTED + tuple(_learned_spec(spec, env) for spec in args.policy)
     tasks = [(Cell("bench", p, env), s) for p in policies for s in range(args.seeds)]
@@ -117,7 +196,19 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         deprioritisation=False if args.no_deprioritisation else None,
         curves=args.corpus,
     )
-    res = reproduce(args.out, options)
+    try:
+        res = reproduce(args.out, options)
+    except BrokenProcessPool:
+        again = list(args.argv or ["reproduce"]) + ([] if args.resume else ["--resume"])
+        if "--out" not in again:
+            again += ["--out", str(args.out)]
+        print(
+            f"evalstop-gym: error: a worker process died (killed, or out of memory); "
+            f"the results finished so far are kept in {args.out}/raw: "
+            f"{shlex.join(['evalstop-gym', *again])} continues",
+            file=sys.stderr,
+        )
+        return 1
     e1 = [s for s in res.summary if s["experiment"] == "E1"]
     if e1:
         _table("E1 — heavy-RLHF on SRTF-Est (mean ± 95 % CI over seeds)", e1)
@@ -134,8 +225,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def add_benchmark_parser(sub: Any) -> None:
     """``benchmark``: the scripted stoppers on one setting (every env argument a flag)."""
     b = sub.add_parser("benchmark", help="the scripted stoppers on one setting, as a table")
-    b.add_argument("--seeds", type=int, default=10, help="episodes per policy (default 10)")
-    b.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    b.add_argument(
+        "--seeds", type=at_least(1), default=10, help="episodes per policy, >= 1 (default 10)"
+    )
+    b.add_argument(
+        "--workers", type=at_least(1), default=None, help="processes, >= 1 (default: all cores)"
+    )
     b.add_argument(
         "--policy",
         action="append",
@@ -159,9 +254,17 @@ def add_reproduce_parser(sub: Any) -> None:
     r.add_argument(
         "--quick", action="store_true", help="fewer seeds and jobs (under 2 minutes on 2 cores)"
     )
-    r.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 50; quick 10)")
     r.add_argument(
-        "--n-jobs", type=int, default=None, help="jobs per episode (default 200; quick 150)"
+        "--seeds",
+        type=int,  # ReproduceOptions refuses fewer than 2 in one line, before any work
+        default=None,
+        help="seeds per cell, >= 2 (default 50; quick 10)",
+    )
+    r.add_argument(
+        "--n-jobs",
+        type=at_least(1),
+        default=None,
+        help="jobs per episode, >= 1 (default 200; quick 150)",
     )
     r.add_argument("--out", default="results", help="output folder (default results/)")
     r.add_argument(
@@ -169,16 +272,28 @@ def add_reproduce_parser(sub: Any) -> None:
         default=None,
         help=f"comma-separated subset of {','.join(TITLES)} (default: all)",
     )
-    r.add_argument("--backend", choices=BACKENDS, default="local")
     r.add_argument(
-        "--workers", type=int, default=None, help="parallel workers (default: all cores)"
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help=f"where the episodes run, one of {', '.join(BACKENDS)} (default local: a process "
+        "pool on this machine)",
+    )
+    r.add_argument(
+        "--workers",
+        type=at_least(1),
+        default=None,
+        help="parallel workers, >= 1 (default: all cores)",
     )
     r.add_argument("--address", default=None, help="address of an existing Ray cluster")
     r.add_argument("--resume", action="store_true", help="reuse finished (cell, seed) results")
     r.add_argument("--fresh", action="store_true", help="discard earlier results in OUT/raw")
     r.add_argument("--no-learned", action="store_true", help="skip E6 (no SB3 training)")
     r.add_argument(
-        "--train-timesteps", type=int, default=None, help="E6 budget per model (20k quick, 300k)"
+        "--train-timesteps",
+        type=at_least(1),
+        default=None,
+        help="E6 budget per model (20k quick, 300k)",
     )
     r.add_argument("--no-real-curves", action="store_true", help="skip E7 (no micro-RLHF corpus)")
     r.add_argument(
@@ -194,11 +309,23 @@ def add_reproduce_parser(sub: Any) -> None:
 
 def add_curves_parser(sub: Any) -> None:
     """``curves``: generate and fit real micro-RLHF training curves."""
-    from evalstop_corpora.micro_rlhf.generate import add_arguments, run
+    from evalstop_corpora.micro_rlhf.generate import add_arguments
 
     c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
     add_arguments(c)
-    c.set_defaults(func=lambda a: run(a) or 0)
+    c.set_defaults(func=cmd_curves)
+
+
+def cmd_curves(args: argparse.Namespace) -> int:
+    """``evalstop-gym curves``: generate (torch) and fit a micro-RLHF corpus."""
+    from evalstop_corpora.micro_rlhf.generate import run
+
+    if args.curves_command == "generate":
+        trl = getattr(args, "source", "micro") == "trl"
+        require(("torch", "trl", "transformers") if trl else ("torch",), "curves generate")
+    elif args.curves_command == "fit":
+        require(("matplotlib",), "curves fit")
+    return int(run(args) or 0)
 
 
 #: Each subcommand's parser builder, in help order; a new subcommand appends its own.
@@ -212,7 +339,10 @@ SUBCOMMANDS: list[Callable[[Any], None]] = [
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``evalstop-gym`` parser with every subcommand of :data:`SUBCOMMANDS`."""
-    ap = argparse.ArgumentParser(prog="evalstop-gym", description=__doc__.splitlines()[0])
+    from evalstop_gym import __version__
+
+    ap = Parser(prog="evalstop-gym", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     for add in SUBCOMMANDS:
         add(sub)
@@ -221,9 +351,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (2 on bad input, 130 on Ctrl-C)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_out_folder(parser, args)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        # Without SB3 or torch, reproduce's E6, E7 and E9 skip themselves with a note.
+        require(NEEDS.get(args.command, ()), args.command)
         return int(args.func(args) or 0)
+    except ModuleNotFoundError as e:
+        if not isinstance(e, MissingModuleError) and (e.name or "").partition(".")[0] not in EXTRAS:
+            raise  # a module of the project itself: a bug, keep its traceback
+        message = str(e) if isinstance(e, MissingModuleError) else missing_module_message(e.name)
+        print(f"evalstop-gym: error: {message}", file=sys.stderr)
+        return 2
+    except BackendError as e:
+        print(f"evalstop-gym: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenProcessPool:
+        print(
+            "evalstop-gym: error: a worker process died (killed, or out of memory); "
+            "rerun, or with --workers 1 to see what stops it",
+            file=sys.stderr,
+        )
+        return 1
     except (ValueError, FileExistsError) as e:
         print(f"evalstop-gym: error: {e}", file=sys.stderr)
         return 2

@@ -14,31 +14,44 @@ from typing import Any
 from baselines.training.train import POLICIES, VECS
 from baselines.training.zoo import ALGOS
 
-from .envargs import add_env_arguments, env_kwargs_from_args
+from .envargs import add_env_arguments, at_least, env_kwargs_from_args
 
 
 def add_train_parser(sub: Any) -> None:
     """Add the ``train`` subcommand (every env argument a flag) to ``sub``."""
     t = sub.add_parser("train", help="train a learned stopper with Stable-Baselines3")
-    t.add_argument("--algo", choices=ALGOS, default="ppo")
+    t.add_argument(
+        "--algo",
+        choices=ALGOS,
+        default="ppo",
+        help=f"the SB3 algorithm, one of {', '.join(ALGOS)} (default ppo; hyperparameters "
+        "from baselines/hyperparams/ALGO.yml)",
+    )
     t.add_argument(
         "--timesteps",
-        type=int,
+        type=at_least(1),
         default=None,
         help="training budget (default: n_timesteps of hyperparams/ALGO.yml)",
     )
     t.add_argument("--out", required=True, help="model file (.zip)")
     t.add_argument(
-        "--n-envs", type=int, default=None, help="parallel envs (default: n_envs of the yml)"
+        "--n-envs",
+        type=at_least(1),
+        default=None,
+        help="parallel envs (default: n_envs of the yml)",
     )
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--seed", type=int, default=0, help="seed of the model and of the training envs (default 0)"
+    )
     t.add_argument(
         "--policy",
         choices=POLICIES,
         default="multi",
         help="MultiInputPolicy on the Dict, or MlpPolicy on FlattenObservation",
     )
-    t.add_argument("--eval-freq", type=int, default=20_000, help="timesteps between evaluations")
+    t.add_argument(
+        "--eval-freq", type=at_least(1), default=20_000, help="timesteps between evaluations"
+    )
     t.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
     t.add_argument(
         "--vec",
@@ -49,7 +62,7 @@ def add_train_parser(sub: Any) -> None:
     t.add_argument(
         "--tensorboard", default=None, help="TensorBoard log dir (default: OUT/tb if installed)"
     )
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument(
         "--last", action="store_true", help="save the last model, not the best-evaluated one"
     )
@@ -72,9 +85,12 @@ def add_train_parser(sub: Any) -> None:
 def train_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The env arguments of ``train``: the ``--task``'s, overridden by the env flags given."""
     from evalstop_gym import suite_task
+    from evalstop_gym.envs.config import EvalStopConfig
 
     task = suite_task(args.task) if args.task else {}
-    return {**task, **env_kwargs_from_args(args)}
+    kwargs = {**task, **env_kwargs_from_args(args)}
+    EvalStopConfig.from_kwargs(**kwargs)  # a bad value fails before SB3 starts its envs
+    return kwargs
 
 
 def cmd_train(args: argparse.Namespace) -> int:

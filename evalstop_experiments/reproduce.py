@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.fileio import atomic_write
 from evalstop_gym.parallel import Beside
 
@@ -76,6 +77,8 @@ def reproduce(
         raise TypeError(f"give either options or keyword options, not both: {sorted(kwargs)}")
     opts = options or ReproduceOptions(**kwargs)
     _check_experiments(opts)
+    # A bad env value fails here, in one line, before any experiment starts a pool.
+    EvalStopConfig.from_kwargs(**base_env(opts.overrides))
     clock = RunClock(Reporter(opts.progress))
     seeds = list(range(opts.n_seeds))
     plan, stats = _stages_and_episodes(out, opts, seeds, clock)

@@ -16,7 +16,16 @@ class EvalStopError(ValueError):
 
     Catch this to handle any malformed input the package reports; anything else
     escaping the package on bad input is a bug.
+
+    Every subclass survives a pickle round trip whatever its ``__init__`` takes, so
+    one raised in a worker process reaches the parent as itself (an exception
+    pickles as ``cls(*args)``, which a subclass taking ``field, value, allowed``
+    cannot rebuild from its one-message ``args``; the pool would break instead).
     """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuild without calling ``__init__``: the message, then the attributes."""
+        return _rebuild, (type(self), self.args), self.__dict__
 
 
 class ConfigError(EvalStopError):
@@ -39,6 +48,11 @@ class TraceError(EvalStopError):
         self.line = line
         self.field = field
         super().__init__(f"{path}, line {line}, field {field!r}: {message}")
+
+
+def _rebuild(cls: type[EvalStopError], args: tuple[Any, ...]) -> EvalStopError:
+    # BaseException.__new__ sets ``args`` (hence the message); __init__ is not called.
+    return cls.__new__(cls, *args)
 
 
 def is_integer(value: Any) -> bool:

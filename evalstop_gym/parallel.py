@@ -60,6 +60,10 @@ SOURCE_ROOT = Path(__file__).resolve().parents[1]
 _WINDOW_PER_WORKER = 4
 
 
+class BackendError(RuntimeError):
+    """A backend cannot run tasks here (Ray missing, or not starting); the message says what to run."""
+
+
 def ray_runtime_env(remote: bool = False) -> dict[str, Any]:
     """The Ray ``runtime_env`` every Ray task of the project runs with.
 
@@ -290,8 +294,9 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError as e:  # pragma: no cover - depends on the extra
-        raise RuntimeError(
-            "backend='ray' needs Ray: pip install 'evalstop-gym[distributed]'"
+        raise BackendError(
+            "backend='ray' needs Ray: pip install 'evalstop-gym[distributed]' "
+            "(or use the local backend: --backend local)"
         ) from e
     return ray
 
@@ -303,10 +308,17 @@ def _ray_imap(
     started = not ray.is_initialized()
     if started:
         kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address:
-            ray.init(address=address, **kw)
-        else:
-            ray.init(num_cpus=workers, **kw)
+        try:
+            if address:
+                ray.init(address=address, **kw)
+            else:
+                ray.init(num_cpus=workers, **kw)
+        except Exception as e:  # Ray's own startup errors have no common base class
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise BackendError(
+                f"Ray did not start ({type(e).__name__}: {first}); "
+                "the local backend runs the same tasks: --backend local"
+            ) from e
     remote = address is not None and address not in ("local", "auto")
     task = ray.remote(num_cpus=1, runtime_env=ray_runtime_env(remote))(fn)
     refs: dict[Any, int] = {}
@@ -327,4 +339,12 @@ def _ray_imap(
             ray.shutdown()
 
 
-__all__ = ["BACKENDS", "WORKER_ENV", "Beside", "Executor", "parallel_map", "ray_runtime_env"]
+__all__ = [
+    "BACKENDS",
+    "WORKER_ENV",
+    "BackendError",
+    "Beside",
+    "Executor",
+    "parallel_map",
+    "ray_runtime_env",
+]
