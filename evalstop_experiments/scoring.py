@@ -650,6 +650,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     head += [f"ΔJCT % @ {f:g}×" for f in factors]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     keyed = {(r["task"], _key(r), r["price_factor"]): r for r in rows}
+    weak = unreliable_prices(rows)
     seen: list[tuple[str, tuple[str, str]]] = []
     for r in rows:
         if (r["task"], _key(r)) not in seen:
@@ -659,11 +660,12 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
         cells = [task, first["reference"], first["stopper"]]
         for f in factors:
             r = keyed.get((task, key, f))
-            cells.append(
-                "–"
-                if r is None
-                else f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]"
-            )
+            if r is None:
+                cells.append("–")
+            elif (task, f) in weak:
+                cells.append("n/a")
+            else:
+                cells.append(f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]")
         for f in factors:
             r = keyed.get((task, key, f))
             cells.append("–" if r is None else fmt(r["delta_jct_pct"], 1))
@@ -671,12 +673,28 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def unreliable_prices(rows: Sequence[dict[str, Any]]) -> set[tuple[str, float]]:
+    """The (task, price factor) pairs whose reference does not beat NoStop significantly.
+
+    There the score's denominator, mean(Uref − U0), has a 95 % interval that reaches 0, so
+    every ratio can blow up (a quick run on few seeds shows -350 [-805, 859]): the tables
+    show "n/a" instead of a number, and the CSV keeps the numbers.
+    """
+    return {
+        (r["task"], r["price_factor"])
+        for r in rows
+        if r["stopper_kind"] == REFERENCE_KIND[Reference(r["reference"])]
+        and not r["u_minus_u0_lo"] > 0
+    }
+
+
 #: What a table of normalised scores means (E8.md, E7_scores.md, REPORT.md).
 SCORE_LEGEND = (
     "Normalised score (U − U0) / (Uref − U0): 0 = NoStop keeping each run's best "
     "checkpoint, 1 = the reference (`ref`: Bayes on synthetic tasks, the privileged "
-    "Oracle on real corpora); 95 % paired bootstrap CI over seeds. ΔJCT: mean JCT "
-    "against NoStop's."
+    "Oracle on real corpora); 95 % paired bootstrap CI over seeds. n/a: the "
+    "reference's own gain over NoStop is not significant at that price (its 95 % CI "
+    "reaches 0), so no ratio is shown (the CSV keeps it). ΔJCT: mean JCT against NoStop's."
 )
 
 

@@ -320,3 +320,24 @@ def test_stop_positions_on_a_hand_built_record(tmp_path: Path) -> None:
     np.testing.assert_allclose(healthy, [0.6, 1.0])
     path = plot_stop_positions({"a": (hack, healthy), "b": (hack[:0], healthy)}, tmp_path / "s.png")
     assert path.stat().st_size > 0
+
+
+def test_the_table_shows_no_ratio_where_the_reference_gain_is_not_significant() -> None:
+    def row(kind: str, factor: float, score: float, lo: float) -> dict:
+        return {
+            "task": "hard-0.12", "price_factor": factor, "reference": "Bayes",
+            "stopper": kind, "stopper_kind": kind, "score": score, "score_lo": score - 1,
+            "score_hi": score + 1, "u_minus_u0_lo": lo, "delta_jct_pct": -1.0,
+        }  # fmt: skip
+
+    rows = [
+        row("EvalStop", 0.5, -350.91, -3.0),
+        row("Bayes", 0.5, 1.0, -0.2),  # the reference's gain CI reaches 0 at 0.5x
+        row("EvalStop", 1.0, 0.25, 0.1),
+        row("Bayes", 1.0, 1.0, 0.3),
+    ]
+    assert scoring.unreliable_prices(rows) == {("hard-0.12", 0.5)}
+    lines = scoring.markdown_table(rows).splitlines()
+    evalstop = next(line for line in lines if "| EvalStop |" in line)
+    assert "| n/a | 0.25 [-0.75, 1.25] |" in evalstop
+    assert "-350.91" not in scoring.markdown_table(rows)
