@@ -10,8 +10,9 @@ from typing import Any
 import gymnasium as gym
 
 from evalstop_gym import METRIC_KEYS  # the import registers EvalStop-v0
-from evalstop_gym.sim.metrics import honest_metrics
+from evalstop_gym.sim.metrics import EpisodeRecord, honest_metrics
 
+from .oracle import Oracle
 from .policies import Policy
 
 
@@ -28,39 +29,53 @@ def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
     a copy of the observation space before the episode.  It never receives the
     environment (whose simulator holds the hack labels) nor the rewards.
     """
+    return play_episode(policy, seed, env_kwargs)[0]
+
+
+def play_episode(
+    policy: Policy | None, seed: int, env_kwargs: dict[str, Any]
+) -> tuple[dict[str, Any], EpisodeRecord]:
+    """:func:`run_episode`'s row, and the episode's outcome record for the harness.
+
+    ``policy=None`` plays the privileged :class:`~baselines.oracle.Oracle`: an upper
+    bound that reads the simulator's hidden curves, never a stopper.  The record
+    holds the hidden labels; it is read after the episode, never by the policy.
+    """
     env = gym.make("EvalStop-v0", disable_env_checker=True, **env_kwargs)
     try:
-        check = getattr(policy, "check_observation_space", None)
-        if check is not None:  # learned policies refuse an env they were not trained on
-            # A copy of the space only: never the env, whose simulator holds the hidden labels.
-            check(copy.deepcopy(env.observation_space))
-        policy.reset()
+        if policy is not None:
+            check = getattr(policy, "check_observation_space", None)
+            if check is not None:  # learned policies refuse an env they were not trained on
+                # A copy of the space only: never the env, whose simulator holds the hidden labels.
+                check(copy.deepcopy(env.observation_space))
+            policy.reset()
         obs, info = env.reset(seed=seed)
+        base: Any = env.unwrapped
+        sim, price = base.sim, base.gpu_hour_price
+        act = policy.act if policy is not None else _oracle_act(Oracle(sim, price))
         total, steps, terminated, truncated = 0.0, 0, False, False
         while not (terminated or truncated):
-            obs, reward, terminated, truncated, info = env.step(policy.act(obs))
+            obs, reward, terminated, truncated, info = env.step(act(obs))
             total += float(reward)
             steps += 1
-        honest = _honest(env.unwrapped)
+        record = sim.record()
+        honest = honest_metrics(record, sim.curves.obs_eval, price, sim.deliver_best, sim.step_frac)
     finally:
         env.close()
-    row: dict[str, Any] = {"policy": policy.name, "seed": int(seed), "steps": steps}
+    name = "Oracle" if policy is None else policy.name
+    row: dict[str, Any] = {"policy": name, "seed": int(seed), "steps": steps}
     # The env leaves an undefined metric out of info; rows are numeric columns
     # for the statistics, where NaN is what "undefined" means.
     row.update(dict.fromkeys(METRIC_KEYS, math.nan))
     row.update(info["episode_metrics"])
     row.update(honest)
     row["return"] = total
-    return row
+    return row, record
 
 
-def _honest(base: Any) -> dict[str, float]:
-    """The honest metrics of the episode the env just ended (read after it, never by the policy)."""
-    sim = base.sim
-    m = honest_metrics(
-        sim.record(), sim.curves.obs_eval, base.gpu_hour_price, sim.deliver_best, sim.step_frac
-    )
-    return m
+def _oracle_act(oracle: Oracle) -> Any:
+    """The Oracle as an ``act(obs)``: it ignores the observation and reads the simulator."""
+    return lambda obs: oracle.act_pending()
 
 
 def evaluate(policy: Policy, seeds: Iterable[int], **env_kwargs: Any) -> list[dict[str, Any]]:

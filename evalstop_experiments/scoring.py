@@ -55,13 +55,13 @@ import numpy as np
 import evalstop_gym  # noqa: F401  (registers EvalStop-v0)
 from baselines.bayes import BayesStopper
 from baselines.changepoint import Cusum
+from baselines.evaluate import play_episode
 from baselines.floors import FirstEvalGate
-from baselines.oracle import Oracle
 from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
 from evalstop_gym.envs.evalstop import EvalStopEnv
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_open, atomic_write
-from evalstop_gym.sim.metrics import METRIC_KEYS, honest_metrics, stop_values
+from evalstop_gym.sim.metrics import stop_values
 from evalstop_gym.suite import suite_task
 
 #: Seeds the floors are tuned on (disjoint from the test seeds 0..n-1).
@@ -171,38 +171,13 @@ def stop_positions(record: Any) -> tuple[np.ndarray, np.ndarray]:
 def play(kw: dict[str, Any], seed: int, policy: Policy | None) -> dict[str, Any]:
     """One episode of ``policy`` (None: the privileged Oracle): utility, metrics, stop positions.
 
-    ``stop_positions`` holds :func:`stop_positions` of the episode.  The policy
-    sees observations only (and a copy of the observation space).
+    The episode is :func:`baselines.evaluate.play_episode`'s (the policy sees
+    observations only, and a copy of the observation space); ``stop_positions``
+    holds :func:`stop_positions` of its record.
     """
-    env = gym.make("EvalStop-v0", disable_env_checker=True, **kw)
-    obs, _ = env.reset(seed=seed)
-    sim = env.unwrapped.sim  # type: ignore[attr-defined]
-    oracle = Oracle(sim, kw["gpu_hour_price"]) if policy is None else None
-    if policy is not None:
-        check = getattr(policy, "check_observation_space", None)
-        if check is not None:  # a copy of the space only: never the env
-            check(copy.deepcopy(env.observation_space))
-        policy.reset()
-    done = False
-    while not done:
-        action = oracle.act_pending() if oracle is not None else policy.act(obs)  # type: ignore[union-attr]
-        obs, _, done, _, info = env.step(action)
-    # The env leaves an undefined metric out of info: rows are numeric, so NaN.
-    m: dict[str, Any] = dict.fromkeys(METRIC_KEYS, math.nan)
-    m.update(info["episode_metrics"])
-    record = sim.record()
-    m["stop_positions"] = stop_positions(record)
-    m.update(
-        honest_metrics(
-            record,
-            sim.curves.obs_eval,
-            kw["gpu_hour_price"],
-            sim.deliver_best,
-            sim.step_frac,
-        )
-    )
-    env.close()
-    return m
+    row, record = play_episode(policy, seed, kw)
+    row["stop_positions"] = stop_positions(record)
+    return row
 
 
 def normalised_score(
