@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from evalstop_gym.envs.tables import observed
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.workloads import JOB_TYPES
 
@@ -46,12 +47,6 @@ def need_field(obs: Obs, field: str, policy: str) -> np.ndarray:
             f"{policy} needs the observation field {field!r}; "
             f"the environment gives {sorted(obs)} (check obs_fields)"
         ) from None
-
-
-def observed(window: np.ndarray) -> np.ndarray:
-    """The present values of a padded window field ``[values..., mask...]``, oldest first."""
-    w = len(window) // 2
-    return window[:w][window[w:] > 0.5]
 
 
 class NoStop:

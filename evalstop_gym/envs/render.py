@@ -12,6 +12,23 @@ import numpy as np
 
 from ..sim.engine import Simulator
 from ..sim.workloads import JOB_TYPES
+from .tables import observed
+
+
+def _gpu_bar(used: int, num_gpus: int, width: int = 40) -> str:
+    """A text bar of busy (#) and free (.) GPUs."""
+    busy = round(width * used / num_gpus)
+    return "#" * busy + "." * (width - busy)
+
+
+def _gpu_cells(img: np.ndarray, used: int, num_gpus: int) -> None:
+    """Draw the top band of a 320 px frame: one cell per GPU (at most 64), busy dark."""
+    cols = min(num_gpus, 64)
+    per_cell = num_gpus / cols
+    cw = 320 // cols
+    for c in range(cols):
+        busy = c * per_cell < used
+        img[4:28, c * cw + 1 : (c + 1) * cw - 1] = (40, 40, 40) if busy else (200, 220, 200)
 
 
 def ansi_frame(sim: Simulator | None) -> str:
@@ -20,10 +37,8 @@ def ansi_frame(sim: Simulator | None) -> str:
         return "EvalStop-v0 (not reset)"
     g = sim.num_gpus
     used = g - sim.free
-    width = 40
-    bar = "#" * round(width * used / g) + "." * (width - round(width * used / g))
     lines = [
-        f"t = {sim.now:8.2f} h   GPUs [{bar}] {used}/{g} busy",
+        f"t = {sim.now:8.2f} h   GPUs [{_gpu_bar(used, g)}] {used}/{g} busy",
         f"jobs: {sim.n_in_system} in system, {sim.n_waiting} waiting, "
         f"{sim.n_done}/{sim.n_jobs} done, {sim.n_decisions} decisions",
     ]
@@ -46,13 +61,7 @@ def rgb_frame(sim: Simulator | None) -> np.ndarray:
     img = np.full((96, 320, 3), 255, np.uint8)
     if sim is None:
         return img
-    g, used = sim.num_gpus, sim.num_gpus - sim.free
-    cols = min(g, 64)
-    per_cell = g / cols
-    cw = 320 // cols
-    for c in range(cols):
-        busy = c * per_cell < used
-        img[4:28, c * cw + 1 : (c + 1) * cw - 1] = (40, 40, 40) if busy else (200, 220, 200)
+    _gpu_cells(img, sim.num_gpus - sim.free, sim.num_gpus)
     v = sim.pending_view
     if v is not None and v.evals:
         evals = np.asarray(v.evals)
@@ -73,12 +82,6 @@ def _slot_state(obs: Mapping[str, np.ndarray], slot: int) -> str:
     return state + ("*" if obs["deprioritized"][slot] > 0.5 else "")
 
 
-def _observed(window: np.ndarray) -> np.ndarray:
-    """The observed values of an ``evals``/``loss`` field (W values, then their W-slot mask)."""
-    w = window.shape[-1] // 2
-    return window[:w][window[w:] > 0.5]
-
-
 def cluster_ansi_frame(obs: Mapping[str, np.ndarray] | None, num_gpus: int) -> str:
     """``EvalStopCluster-v0``'s observation as text: GPUs, queue, then one line per job slot.
 
@@ -88,8 +91,8 @@ def cluster_ansi_frame(obs: Mapping[str, np.ndarray] | None, num_gpus: int) -> s
     if obs is None:
         return "EvalStopCluster-v0 (not reset)\n"
     free, queue = int(obs["free_gpus"][0]), int(obs["queue_length"][0])
-    used, width = num_gpus - free, 40
-    bar = "#" * round(width * used / num_gpus) + "." * (width - round(width * used / num_gpus))
+    used = num_gpus - free
+    bar = _gpu_bar(used, num_gpus)
     lines = [f"GPUs [{bar}] {used}/{num_gpus} busy, {free} free   queue: {queue} waiting"]
     present = np.flatnonzero(obs["present"] > 0.5)
     if not present.size:
@@ -106,8 +109,8 @@ def cluster_ansi_frame(obs: Mapping[str, np.ndarray] | None, num_gpus: int) -> s
         declines = (
             f"{int(obs['consecutive_declines'][s, 0])}" if "consecutive_declines" in obs else "-"
         )
-        evals = _observed(obs["evals"][s]) if "evals" in obs else np.zeros(0)
-        loss = _observed(obs["loss"][s]) if "loss" in obs else np.zeros(0)
+        evals = observed(obs["evals"][s]) if "evals" in obs else np.zeros(0)
+        loss = observed(obs["loss"][s]) if "loss" in obs else np.zeros(0)
         seen = " ".join(f"{e:.3f}" for e in evals[-4:]) or "-"
         if loss.size:
             seen += f" / {loss[-1]:.3f}"
@@ -139,12 +142,7 @@ def cluster_rgb_frame(obs: Mapping[str, np.ndarray] | None, num_gpus: int) -> np
     img = np.full((32 + 6 * slots, 320, 3), 255, np.uint8)
     if obs is None:
         return img
-    used = num_gpus - int(obs["free_gpus"][0])
-    cols = min(num_gpus, 64)
-    cw = 320 // cols
-    for c in range(cols):
-        busy = c * num_gpus / cols < used
-        img[4:28, c * cw + 1 : (c + 1) * cw - 1] = (40, 40, 40) if busy else (200, 220, 200)
+    _gpu_cells(img, num_gpus - int(obs["free_gpus"][0]), num_gpus)
     for s in np.flatnonzero(obs["present"][:slots] > 0.5):
         y = 32 + 6 * int(s)
         state = _slot_state(obs, s)
@@ -154,7 +152,7 @@ def cluster_rgb_frame(obs: Mapping[str, np.ndarray] | None, num_gpus: int) -> np
         img[y : y + 5, 14 : 14 + round(60 * obs["gpus"][s] / num_gpus)] = (90, 90, 90)
         if "progress" in obs:
             img[y : y + 5, 80 : 80 + round(60 * float(obs["progress"][s, 0]))] = (60, 160, 90)
-        evals = _observed(obs["evals"][s]) if "evals" in obs else np.zeros(0)
+        evals = observed(obs["evals"][s]) if "evals" in obs else np.zeros(0)
         if evals.size:
             w = obs["evals"].shape[1] // 2
             bw = max(170 // w, 1)

@@ -29,6 +29,15 @@ def field_widths(window: int, n_types: int) -> dict[str, int]:
     }
 
 
+def observed(window: np.ndarray) -> np.ndarray:
+    """The present values of a padded window field ``[values..., mask...]``, oldest first.
+
+    The reader of the layout :func:`observation_rows` writes (``evals`` and ``loss``).
+    """
+    w = len(window) // 2
+    return window[:w][window[w:] > 0.5]
+
+
 @functools.lru_cache(maxsize=64)
 def _mask(window: int, k: int) -> np.ndarray:
     """(K, W) float32: row c - 1 marks the slots of a W-window filled after checkpoint c."""
