@@ -271,3 +271,20 @@ def test_train_documents_its_algo_and_seed() -> None:
     text = " ".join(_subparsers()["train"].format_help().split())
     assert "one of a2c, dqn, ppo, recurrentppo (default ppo" in text
     assert "(default 0)" in text.split("--seed SEED")[-1][:120]
+
+
+def test_every_extra_the_cli_names_installs_its_module() -> None:
+    """``EXTRAS`` (module -> pip extra) agrees with pyproject.toml's optional dependencies."""
+    import re
+    from pathlib import Path
+
+    import tomllib
+
+    from evalstop_cli.main import EXTRAS
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    distribution = {"yaml": "pyyaml"}  # import names whose distribution is named otherwise
+    for module, extra in EXTRAS.items():
+        names = {re.split(r"[<>=!~ \[;]", r)[0].lower().replace("-", "_") for r in extras[extra]}
+        assert distribution.get(module, module) in names, (module, extra, sorted(names))
