@@ -1,11 +1,11 @@
-"""Analysis of curve traces: the hacking label, peak position, resampling and the Gao et al. fit.
+"""Analysis of curve traces: hacking label, peak, resampling, Gao et al. fit, regime criterion.
 
 Numpy only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -160,3 +160,180 @@ def fit_gao_trace(trace: CurveTrace) -> GaoFit:
     if trace.gold is None or trace.kl is None:
         raise CurveTraceError(f"trace {trace.run_id!r}: the Gao fit needs 'gold' and 'kl' curves")
     return fit_gao(np.sqrt(trace.kl), trace.gold - trace.gold[0])
+
+
+# --------------------------------------------------------------------------------------------
+# The regime criterion: statistics of RLHF curves that a simulated regime must reproduce
+# --------------------------------------------------------------------------------------------
+
+#: Statistics of the regime criterion, in the order they are printed (docs/CALIBRATION.md,
+#: "The grounded regime: the criterion"). Each is computed by :func:`curve_statistics` on
+#: noise-free curves (a corpus's gold, a regime's true eval plus :data:`GOLD_NOISE`) and
+#: labelled by :func:`label_hacking`; a regime passes when every one of its values lies
+#: inside the corpus's 95 % bootstrap interval over runs (:func:`criterion_check`).
+CRITERION_STATS: tuple[str, ...] = (
+    "hack_share",
+    "peak_q25",
+    "peak_q50",
+    "peak_q75",
+    "drop_q50",
+    "healthy_flat_share",
+    "healthy_decline_share",
+    "early_auc_10",
+    "early_auc_20",
+)
+#: Share of a healthy run's gain its last quarter may move by and still be flat, and by which
+#: its end must lie below its peak to count as declining (both above the gold's own noise).
+FLAT_TOLERANCE = 0.05
+#: Progress up to which evals are "early" (the two early-eval AUCs), exclusive of step 0.
+EARLY_PROGRESS: tuple[float, float] = (0.1, 0.2)
+#: Noise of a corpus's gold curve in units of the corpus's mean gain (the TRL corpus's gold is
+#: a mean over 1024 samples, standard error about 0.03 base sd, mean gain about 1): added to a
+#: regime's noise-free curves so that both sides of the criterion carry the same noise.
+GOLD_NOISE = 0.03
+#: Bootstrap replicates and the interval's level.
+BOOTSTRAP_REPS = 2000
+CI_LEVEL = 0.95
+
+
+def mann_whitney_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for ``labels`` (ties count one half); NaN if one class."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    pos, neg = s[y], s[~y]
+    if pos.size == 0 or neg.size == 0:
+        return float("nan")
+    greater = (pos[:, None] > neg[None, :]).sum()
+    ties = (pos[:, None] == neg[None, :]).sum()
+    return float((greater + 0.5 * ties) / (pos.size * neg.size))
+
+
+def _check_curves(curves: np.ndarray, progress: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    g = np.asarray(curves, dtype=np.float64)
+    x = np.asarray(progress, dtype=np.float64)
+    if g.ndim != 2 or x.ndim != 1 or g.shape[1] != x.size or x.size < 3:
+        raise CurveTraceError(
+            f"curve statistics: expected (runs, m) curves on m >= 3 progress points, got "
+            f"{g.shape} and {x.shape}"
+        )
+    if x[0] != 0.0 or x[-1] != 1.0 or np.any(np.diff(x) <= 0):
+        raise CurveTraceError("curve statistics: progress must rise from 0 (the start) to 1")
+    if not np.all(np.isfinite(g)):
+        raise CurveTraceError("curve statistics: curves must be finite")
+    return g, x
+
+
+def curve_labels(curves: np.ndarray) -> np.ndarray:
+    """:func:`label_hacking` of every row (the corpus's rule, applied alike to a regime)."""
+    return np.array([label_hacking(row) for row in np.asarray(curves)], dtype=bool)
+
+
+def curve_statistics(
+    curves: np.ndarray, progress: np.ndarray, labels: np.ndarray | None = None
+) -> dict[str, float]:
+    """The criterion's statistics (:data:`CRITERION_STATS`) of noise-free RLHF curves.
+
+    Args:
+        curves: (runs, m) values at ``progress``; column 0 is the start of the run.
+        progress: (m,) from 0 to 1.
+        labels: Hacking labels (default :func:`curve_labels` of ``curves``).
+
+    Returns:
+        ``hack_share``; ``peak_q25/q50/q75``: quartiles of a hacking run's peak position
+        (progress of its first maximum); ``drop_q50``: median over hacking runs of the fall
+        from the peak to the end over the run's gain (peak - start); ``healthy_flat_share``:
+        healthy runs whose value at the end differs from the one at progress 0.75 by at most
+        :data:`FLAT_TOLERANCE` x gain; ``healthy_decline_share``: healthy runs ending more
+        than :data:`FLAT_TOLERANCE` x gain below their peak; ``early_auc_10/20``: the
+        Mann-Whitney AUC with which a run's early rise (mean value at 0 < progress <= 0.1,
+        resp. 0.2, minus its start) ranks hacking runs above healthy ones (0.5: no label in
+        the first evals).  NaN where a class is empty.
+    """
+    g, x = _check_curves(curves, progress)
+    lab = curve_labels(g) if labels is None else np.asarray(labels, dtype=bool)
+    nan = float("nan")
+    top = g.max(axis=1)
+    gain = np.maximum(top - g[:, 0], 1e-12)
+    peak = x[np.argmax(g, axis=1)]
+    hack, healthy = lab, ~lab
+    out: dict[str, float] = {"hack_share": float(lab.mean()) if lab.size else nan}
+    for q in (25, 50, 75):
+        out[f"peak_q{q}"] = float(np.percentile(peak[hack], q)) if hack.any() else nan
+    drop = (top - g[:, -1]) / gain
+    out["drop_q50"] = float(np.median(drop[hack])) if hack.any() else nan
+    late = int(np.searchsorted(x, 0.75 - 1e-9))
+    flat = np.abs(g[:, -1] - g[:, late]) <= FLAT_TOLERANCE * gain
+    decline = drop > FLAT_TOLERANCE
+    out["healthy_flat_share"] = float(flat[healthy].mean()) if healthy.any() else nan
+    out["healthy_decline_share"] = float(decline[healthy].mean()) if healthy.any() else nan
+    for p in EARLY_PROGRESS:
+        cols = (x > 0) & (x <= p + 1e-9)
+        rise = g[:, cols].mean(axis=1) - g[:, 0] if cols.any() else np.zeros(len(g))
+        out[f"early_auc_{round(p * 100)}"] = mann_whitney_auc(rise, lab)
+    return out
+
+
+def bootstrap_statistics(
+    curves: np.ndarray,
+    progress: np.ndarray,
+    *,
+    reps: int = BOOTSTRAP_REPS,
+    level: float = CI_LEVEL,
+    seed: int = 0,
+) -> dict[str, tuple[float, float, float]]:
+    """Each statistic of :func:`curve_statistics` with its percentile bootstrap interval over runs.
+
+    Runs are resampled with replacement (labels travel with their run); a replicate in which a
+    statistic is undefined (a class empty) is left out of that statistic's interval.
+
+    Returns:
+        ``{stat: (value, low, high)}``.
+    """
+    g, x = _check_curves(curves, progress)
+    lab = curve_labels(g)
+    point = curve_statistics(g, x, lab)
+    rng = np.random.default_rng(seed)
+    reps_out = {k: [] for k in point}
+    for _ in range(reps):
+        idx = rng.integers(0, len(g), size=len(g))
+        for k, v in curve_statistics(g[idx], x, lab[idx]).items():
+            if np.isfinite(v):
+                reps_out[k].append(v)
+    a = (1 - level) / 2
+    out = {}
+    for k, v in point.items():
+        r = np.asarray(reps_out[k])
+        lo, hi = np.quantile(r, [a, 1 - a]) if r.size else (np.nan, np.nan)
+        out[k] = (v, float(lo), float(hi))
+    return out
+
+
+def corpus_curves(traces: Sequence[CurveTrace]) -> tuple[np.ndarray, np.ndarray]:
+    """(gold curves, progress) of a corpus whose runs share their checkpoint steps.
+
+    Raises:
+        CurveTraceError: A run has no gold, or the runs' progress grids differ.
+    """
+    if not traces:
+        raise CurveTraceError("corpus_curves: an empty corpus")
+    rows, grid = [], None
+    for t in traces:
+        if t.gold is None:
+            raise CurveTraceError(f"trace {t.run_id!r}: the criterion needs a 'gold' curve")
+        x = np.asarray(t.step, dtype=np.float64) / float(t.step[-1])
+        if grid is None:
+            grid = x
+        elif x.shape != grid.shape or not np.allclose(x, grid):
+            raise CurveTraceError(
+                f"trace {t.run_id!r}: its checkpoints differ from the first run's; resample first"
+            )
+        rows.append(np.asarray(t.gold, dtype=np.float64))
+    assert grid is not None
+    return np.array(rows), grid
+
+
+def criterion_check(
+    corpus: Mapping[str, tuple[float, float, float]], regime: Mapping[str, float]
+) -> dict[str, bool]:
+    """Whether each regime value lies inside the corpus's interval (the criterion, per statistic)."""
+    return {k: bool(corpus[k][1] <= regime[k] <= corpus[k][2]) for k in CRITERION_STATS}
