@@ -310,9 +310,10 @@ def add_reproduce_parser(sub: Any) -> None:
 def add_curves_parser(sub: Any) -> None:
     """``curves``: generate and fit real micro-RLHF training curves."""
     from evalstop_corpora.micro_rlhf.generate import add_arguments
+    from evalstop_experiments import regime_fit
 
     c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
-    add_arguments(c)
+    regime_fit.add_parser(add_arguments(c))
     c.set_defaults(func=cmd_curves)
 
 
@@ -320,6 +321,8 @@ def cmd_curves(args: argparse.Namespace) -> int:
     """``evalstop-gym curves``: generate (torch) and fit a micro-RLHF corpus."""
     from evalstop_corpora.micro_rlhf.generate import run
 
+    if args.curves_command == "fit-regime":
+        return int(args.fit_regime(args))
     if args.curves_command == "generate":
         trl = getattr(args, "source", "micro") == "trl"
         require(("torch", "trl", "transformers") if trl else ("torch",), "curves generate")

@@ -59,6 +59,20 @@ TASK_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Settings of the tasks of one calibration that differ from :data:`TASK_DEFAULTS`: the
+#: grounded regime's RLHF runs hack as often as the real corpus's do (40 %, not the
+#: heavy-RLHF workload's 60 %).
+CALIBRATION_SETTINGS: dict[str, dict[str, Any]] = {"grounded": {"hack_fraction": 0.4}}
+
+
+def task_hack_fraction(calibration: str) -> float:
+    """Fraction of RLHF runs that hack in the tasks of ``calibration``."""
+    settings = CALIBRATION_SETTINGS.get(calibration, {})
+    if "hack_fraction" in settings:
+        return float(settings["hack_fraction"])
+    return get_workload(TASK_DEFAULTS["workload"]).hack_fraction
+
+
 def _packaged(name: str) -> str | None:
     """Path of the corpus shipped for task ``name`` (None: the task has none)."""
     if name not in PACKAGED_TASKS:
@@ -116,7 +130,7 @@ def suite_task(name: str, curves: str | None = None) -> dict[str, Any]:
         raise ConfigError("task", name, f"{allowed} and sigma a number >= 0") from None
     if not noise >= 0 or noise == float("inf"):
         raise ConfigError("task", name, f"{allowed} and sigma a finite number >= 0")
-    kw.update(calibration=cal, eval_noise=noise)
+    kw.update(calibration=cal, eval_noise=noise, **CALIBRATION_SETTINGS.get(cal, {}))
     return kw
 
 

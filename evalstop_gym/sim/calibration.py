@@ -6,7 +6,7 @@ healthy runs peak, how LoRA/DPO runs saturate and how the training loss falls.
 The *mix* of jobs (types, hack fraction, sizes, load) lives in
 :mod:`evalstop_gym.sim.workloads`.
 
-Three calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
+Four calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
 "k consecutive declines" detector behaves very differently in each regime:
 
 * ``"paper"`` (default): few checkpoints (10) and steep healthy curves, the
@@ -18,6 +18,9 @@ Three calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
 * ``"hard"``: ``realistic`` with hacking and healthy RLHF runs sharing one rise
   until a hacking run's onset, so the first evals do not give the label away,
   and jittered step times (see :data:`HARD`).
+* ``"grounded"``: the ``hard`` family fitted to the statistics of real TRL runs
+  (peaks anywhere from the start, deep collapses, healthy runs that plateau or
+  decline a little; see :data:`GROUNDED`).
 
 Curve forms follow Gao, Schulman & Hilton (2023), "Scaling Laws for Reward
 Model Overoptimization": the gold RL score is R(d) = d(alpha - beta ln d) with
@@ -36,6 +39,8 @@ Range = tuple[float, float]
 
 #: Curve families of an RLHF run's true eval (Calibration.rlhf_shape).
 RLHF_SHAPES: tuple[str, ...] = ("gao", "rise-decline")
+#: Range fields a calibration may draw log-uniformly (Calibration.log_uniform).
+LOG_UNIFORM_FIELDS: tuple[str, ...] = ("rlhf_tau", "hack_tau", "hack_drop")
 
 
 def _check_range(field: str, value: Range, lo: float, hi: float | None = None) -> None:
@@ -88,6 +93,12 @@ class Calibration:
         hack_onset: Progress at which a hacking run starts to lose (``rise-decline``).
         hack_drop: Loss at the end of a hacking run, in units of its gain A
             (``rise-decline``).
+        hack_tau: Rise constant of a hacking run (``rise-decline``); None: hacking and
+            healthy runs draw theirs from ``rlhf_tau`` (one draw).
+        healthy_drop: Loss at the end of a healthy run, in units of its gain A, from the
+            same onset (``rise-decline``): (0, 0) for a pure rise.
+        log_uniform: Range fields drawn log-uniformly rather than uniformly, among
+            :data:`LOG_UNIFORM_FIELDS` (their lows must be > 0).
     """
 
     name: str
@@ -111,6 +122,9 @@ class Calibration:
     rlhf_tau: Range = (0.2, 0.6)
     hack_onset: Range = (0.2, 0.65)
     hack_drop: Range = (0.5, 1.0)
+    hack_tau: Range | None = None
+    healthy_drop: Range = (0.0, 0.0)
+    log_uniform: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Validate every field; raise ConfigError naming the first bad one."""
@@ -136,6 +150,29 @@ class Calibration:
         if self.hack_onset[1] >= 1.0:
             raise ConfigError("hack_onset", self.hack_onset, "an onset strictly before the end")
         _check_range("hack_drop", self.hack_drop, 0.0)
+        if self.hack_tau is not None:
+            _check_range("hack_tau", self.hack_tau, 1e-3)
+        _check_range("healthy_drop", self.healthy_drop, 0.0)
+        if not isinstance(self.log_uniform, tuple) or any(
+            f not in LOG_UNIFORM_FIELDS for f in self.log_uniform
+        ):
+            raise ConfigError(
+                "log_uniform",
+                self.log_uniform,
+                f"a tuple of names among {list(LOG_UNIFORM_FIELDS)}",
+            )
+        for f in self.log_uniform:
+            r = getattr(self, f)
+            if r is not None and r[0] <= 0:
+                raise ConfigError(f, r, "a range with low > 0 (it is drawn log-uniformly)")
+        if self.rlhf_shape != "rise-decline" and (
+            self.hack_tau is not None or self.healthy_drop != (0.0, 0.0) or self.log_uniform
+        ):
+            raise ConfigError(
+                "rlhf_shape",
+                self.rlhf_shape,
+                "'rise-decline' when hack_tau, healthy_drop or log_uniform is set",
+            )
         for field in ("eval_noise", "loss_noise"):
             v = getattr(self, field)
             if not isinstance(v, int | float) or not 0 <= v <= 10:
@@ -185,7 +222,27 @@ HARD = replace(
     step_time_jitter=0.3,
 )
 
-CALIBRATIONS: dict[str, Calibration] = {c.name: c for c in (PAPER, REALISTIC, HARD)}
+#: A regime fitted to real runs (docs/CALIBRATION.md, "The grounded regime"): every
+#: statistic of the criterion in :mod:`evalstop_gym.corpus.analysis` inside the packaged
+#: TRL corpus's bootstrap interval (``evalstop-gym curves fit-regime``).  Rise constants
+#: log-uniform, 0.1-1.5 for healthy runs and 0.1-1.0 for hacking ones (they rise a little
+#: faster, as the corpus's high learning rates do); an onset anywhere in 5-85 % of the run;
+#: a hacking run loses 0.85-4 x its gain by the end (log-uniform) and a healthy one 0-0.2 x
+#: from the same onset; gains spread 2x (0.4-0.8).  20 checkpoints, step-time jitter and
+#: LoRA/DPO as in ``hard``.
+GROUNDED = replace(
+    HARD,
+    name="grounded",
+    rlhf_amplitude=(0.4, 0.8),
+    rlhf_tau=(0.1, 1.5),
+    hack_tau=(0.1, 1.0),
+    hack_onset=(0.05, 0.85),
+    hack_drop=(0.85, 4.0),
+    healthy_drop=(0.0, 0.2),
+    log_uniform=("rlhf_tau", "hack_tau", "hack_drop"),
+)
+
+CALIBRATIONS: dict[str, Calibration] = {c.name: c for c in (PAPER, REALISTIC, HARD, GROUNDED)}
 
 
 def get_calibration(name: str | Calibration) -> Calibration:

@@ -63,6 +63,69 @@ def rise_decline_peak(tau: np.ndarray, onset: np.ndarray, drop: np.ndarray) -> n
     return grid[np.argmax(shape, axis=1)]
 
 
+def _range_draw(cal: Calibration, field: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` draws of a range field: uniform, or log-uniform if ``cal.log_uniform`` lists it."""
+    lo, hi = getattr(cal, field)
+    if field in cal.log_uniform:
+        return np.exp(rng.uniform(np.log(lo), np.log(hi), size=n))
+    return rng.uniform(lo, hi, size=n)
+
+
+def rise_decline_draws(
+    cal: Calibration, hacking: np.ndarray, rng: np.random.Generator, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tau, onset, drop) of ``n`` runs of a ``rise-decline`` calibration; ``hacking`` masks hacking RLHF runs.
+
+    The draws are tau, onset, drop (``n`` each, in that order), then, only for a calibration
+    that sets them, the hacking runs' tau and the healthy runs' drop, so a calibration
+    without those fields draws exactly what it always did.  Other jobs get drop 0.
+    """
+    if not cal.log_uniform and cal.hack_tau is None and cal.healthy_drop == (0.0, 0.0):
+        tau, onset, drop = (
+            rng.uniform(r[0], r[1], size=n) for r in (cal.rlhf_tau, cal.hack_onset, cal.hack_drop)
+        )
+        return tau, onset, np.where(hacking, drop, 0.0)
+    tau = _range_draw(cal, "rlhf_tau", rng, n)
+    onset = _range_draw(cal, "hack_onset", rng, n)
+    drop = _range_draw(cal, "hack_drop", rng, n)
+    if cal.hack_tau is not None:
+        tau = np.where(hacking, _range_draw(cal, "hack_tau", rng, n), tau)
+    healthy = np.zeros(n)
+    if cal.healthy_drop != (0.0, 0.0):
+        healthy = _range_draw(cal, "healthy_drop", rng, n)
+    return tau, onset, np.where(hacking, drop, healthy)
+
+
+def rlhf_true_curves(
+    cal: Calibration, progress: np.ndarray, hacking: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Noise-free RLHF curves of a ``rise-decline`` calibration on any progress grid.
+
+    The parameters come from the calibration's distributions (base and gain uniform, then
+    :func:`rise_decline_draws`), as the simulator's RLHF jobs draw them, though not from
+    the simulator's streams: what the regime criterion samples
+    (``evalstop-gym curves fit-regime``).  A healthy run with a drop may end below its
+    peak (``healthy_drop``).
+
+    Args:
+        cal: A ``rise-decline`` calibration.
+        progress: (m,) progress points (0 = start of the run).
+        hacking: (n,) hacking labels.
+        rng: The stream of the draws.
+
+    Returns:
+        (n, m) curves.
+    """
+    hacking = np.asarray(hacking, dtype=bool)
+    n = hacking.size
+    base = rng.uniform(*cal.rlhf_base, size=n)
+    amp = rng.uniform(*cal.rlhf_amplitude, size=n)
+    tau, onset, drop = rise_decline_draws(cal, hacking, rng, n)
+    p = np.asarray(progress, dtype=float)[None, :]
+    shape = rise_decline_shape(p, tau[:, None], onset[:, None], drop[:, None])
+    return base[:, None] + amp[:, None] * shape
+
+
 @dataclass
 class Curves:
     """Per-job, per-checkpoint curves; rows are jobs, columns checkpoints 1..K.
@@ -142,14 +205,12 @@ def sample_curves(
     else:
         # Drawn after every other parameter, so the gao calibrations' streams
         # stay exactly what they were.
-        tau, onset, drop = (
-            rng.uniform(r[0], r[1], size=n) for r in (cal.rlhf_tau, cal.hack_onset, cal.hack_drop)
-        )
-        drop = np.where(hacking & rlhf, drop, 0.0)
+        tau, onset, drop = rise_decline_draws(cal, hacking & rlhf, rng, n)
         rl_curve = rl_base + rl_amp * rise_decline_shape(
             p[None, :], tau[:, None], onset[:, None], drop[:, None]
         )
-        # a healthy run rises to its end: no peak within (or beyond) it
+        # a hacking run's waste counts from its peak; a healthy run's never does (even when
+        # it declines a little: its label says it is not hacking)
         peak = np.where(rlhf & hacking, rise_decline_peak(tau, onset, drop), np.inf)
     true_eval = np.where(rlhf[:, None], rl_curve, _saturating_rows(p, sft_tau, sft_base, sft_amp))
 

@@ -89,7 +89,8 @@ def test_types_match_generator_choice(
 @settings(max_examples=40, deadline=None)
 @given(
     seed=seeds,
-    cal_name=st.sampled_from(sorted(CALIBRATIONS)),
+    # the frozen calibrations, the ones the reference code implements
+    cal_name=st.sampled_from(sorted(set(CALIBRATIONS) & {"paper", "realistic", "hard"})),
     workload=st.sampled_from(sorted(WORKLOADS)),
     n_jobs=st.integers(1, 250),
     noise=st.sampled_from((0.0, 0.02, 0.5)),
