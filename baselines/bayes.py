@@ -66,6 +66,28 @@ def _uniform_moments(lo_hi: tuple[float, float]) -> tuple[float, float]:
     return (lo + hi) / 2, (hi - lo) ** 2 / 12
 
 
+def _log_uniform_moments(lo_hi: tuple[float, float]) -> tuple[float, float]:
+    """Mean and variance of exp(U(ln lo, ln hi))."""
+    lo, hi = lo_hi
+    span = np.log(hi) - np.log(lo)
+    mean = (hi - lo) / span
+    return float(mean), float((hi * hi - lo * lo) / (2 * span) - mean * mean)
+
+
+def _draw_moments(cal: Calibration, field: str) -> tuple[float, float]:
+    """Mean and variance of a range field as the calibration draws it."""
+    r = getattr(cal, field)
+    return _log_uniform_moments(r) if field in cal.log_uniform else _uniform_moments(r)
+
+
+def _draw_midpoints(cal: Calibration, field: str, n: int) -> np.ndarray:
+    """``n`` equal-mass midpoints of a range field as the calibration draws it."""
+    r = getattr(cal, field)
+    if field in cal.log_uniform:
+        return np.exp(_midpoints((float(np.log(r[0])), float(np.log(r[1]))), n))
+    return _midpoints(r, n)
+
+
 def _midpoints(lo_hi: tuple[float, float], n: int) -> np.ndarray:
     """``n`` quantile midpoints of a uniform range (equal prior mass each)."""
     lo, hi = lo_hi
@@ -77,13 +99,66 @@ class _Family:
     """Hypotheses of one job type: bases, Gaussian prior of the linear part, weights."""
 
     phi: np.ndarray  # (H, K, d) basis at the K checkpoints
-    m0: np.ndarray  # (d,) prior mean of the linear coefficients
-    s0: np.ndarray  # (d, d) prior covariance
+    m0: np.ndarray  # (d,) prior mean of the linear coefficients, or (H, d): one per hypothesis
+    s0: np.ndarray  # (d, d) prior covariance, or (H, d, d)
     log_w: np.ndarray  # (H,) log prior weights
     hacking: np.ndarray  # (H,) bool
 
 
+def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> _Family:
+    """The ``rise-decline`` family with the grounded fields: both labels may decline.
+
+    A hypothesis is (label, tau, onset): tau on the grid of its label's rise constants
+    (log-uniform midpoints where the calibration draws them so), the loss term's
+    coefficient A x drop with its label's drop moments (a healthy run's ``healthy_drop``).
+    """
+    b_mean, b_var = _uniform_moments(cal.rlhf_base)
+    a_mean, a_var = _uniform_moments(cal.rlhf_amplitude)
+    onsets = _midpoints(cal.hack_onset, GRID)
+    healthy_taus = _draw_midpoints(cal, "rlhf_tau", GRID)
+    hack_taus = healthy_taus if cal.hack_tau is None else _draw_midpoints(cal, "hack_tau", GRID)
+    parts, priors = [], []
+    for taus, drop in ((hack_taus, _draw_moments(cal, "hack_drop")), (healthy_taus, None)):
+        tt, oo = (g.ravel() for g in np.meshgrid(taus, onsets, indexing="ij"))
+        rise = saturating_shape(p[None, :], tt[:, None])
+        loss = rise - rise_decline_shape(
+            p[None, :], tt[:, None], oo[:, None], np.ones((len(tt), 1))
+        )
+        parts.append(np.stack([np.ones_like(rise), rise, -loss], axis=-1))
+        d_mean, d_var = drop if drop is not None else _uniform_moments(cal.healthy_drop)
+        c_mean = a_mean * d_mean
+        c_var = (a_var + a_mean**2) * (d_var + d_mean**2) - c_mean**2
+        ac_cov = d_mean * a_var
+        priors.append(
+            (
+                np.array([b_mean, a_mean, c_mean]),
+                np.array([[b_var, 0, 0], [0, a_var, ac_cov], [0, ac_cov, c_var]]),
+            )
+        )
+    # Each label's hypotheses carry their own Gaussian prior of the linear part.
+    n_hack, n_healthy = len(parts[0]), len(parts[1])
+    phi = np.concatenate(parts)
+    m0 = np.concatenate(
+        [np.repeat(m[None], n, axis=0) for (m, _), n in zip(priors, (n_hack, n_healthy))]
+    )
+    s0 = np.concatenate(
+        [np.repeat(c[None], n, axis=0) for (_, c), n in zip(priors, (n_hack, n_healthy))]
+    )
+    log_w = np.concatenate(
+        [
+            np.full(n_hack, np.log(max(hack_fraction, 1e-12) / n_hack)),
+            np.full(n_healthy, np.log(max(1 - hack_fraction, 1e-12) / n_healthy)),
+        ]
+    )
+    hacking = np.arange(n_hack + n_healthy) < n_hack
+    return _Family(phi, m0, s0, log_w, hacking)
+
+
 def _rlhf_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> _Family:
+    if cal.rlhf_shape == "rise-decline" and (
+        cal.hack_tau is not None or cal.healthy_drop != (0.0, 0.0) or cal.log_uniform
+    ):
+        return _declining_family(cal, p, hack_fraction)
     b_mean, b_var = _uniform_moments(cal.rlhf_base)
     a_mean, a_var = _uniform_moments(cal.rlhf_amplitude)
     if cal.rlhf_shape == "gao":
@@ -160,8 +235,11 @@ class _Prefix:
 
 def _prefixes(fam: _Family, var: float) -> list[_Prefix | None]:
     h, k, _ = fam.phi.shape
-    base = fam.phi @ fam.m0  # (H, K)
-    cross = fam.phi @ fam.s0  # (H, K, d)
+    if fam.m0.ndim == 1:
+        base = fam.phi @ fam.m0  # (H, K)
+    else:
+        base = np.einsum("hkd,hd->hk", fam.phi, fam.m0)
+    cross = fam.phi @ fam.s0  # (H, K, d); (H, K, d) @ (H, d, d) pairs hypotheses
     out: list[_Prefix | None] = [None]
     for n in range(1, k + 1):
         phi_n = fam.phi[:, :n, :]

@@ -159,13 +159,16 @@ def add_parser(sub: Any) -> None:
     )
     f.add_argument("--runs", type=int, default=REGIME_RUNS, help="RLHF runs sampled")
     f.add_argument("--reps", type=int, default=2000, help="bootstrap replicates")
+    f.add_argument(
+        "--auc-seeds", type=int, default=10, help="episodes of the simulated early-eval AUC"
+    )
     f.add_argument("--seed", type=int, default=0, help="seed of the sample and the bootstrap")
     f.set_defaults(fit_regime=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``curves fit-regime``; 0 if the criterion passes, else 1."""
-    for name in ("runs", "reps"):
+    for name in ("runs", "reps", "auc_seeds"):
         if getattr(args, name) < 1:
             raise ConfigError(name, getattr(args, name), "an integer >= 1")
     fit = fit_regime(args.corpus, args.calibration, runs=args.runs, reps=args.reps, seed=args.seed)

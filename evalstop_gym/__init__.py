@@ -59,6 +59,20 @@ def _register() -> None:
         register(id="EvalStopFlat-v0", entry_point="evalstop_gym.envs:EvalStopFlatEnv")
     if "EvalStopCluster-v0" not in registry:
         register(id="EvalStopCluster-v0", entry_point="evalstop_gym.envs:EvalStopClusterEnv")
+    # One id per named task (as Minigrid registers its variants), so RL Zoo and RLlib users
+    # name a task without env kwargs; kwargs given to gym.make still override the task's.
+    # A corpus task's path is resolved here (a stat, the corpus is not read).
+    from .suite import registered_tasks, task_env_id
+
+    for task in registered_tasks():
+        env_id = task_env_id(task)
+        if env_id not in registry:
+            register(
+                id=env_id,
+                entry_point="evalstop_gym.envs:EvalStopEnv",
+                vector_entry_point="evalstop_gym.envs.vector:EvalStopVectorEnv",
+                kwargs=suite_task(task),
+            )
 
 
 _register()

@@ -41,7 +41,13 @@ SUITE_PRICE = 1.2e-3
 #: Every result is shown at these multiples of the suite's price.
 PRICE_FACTORS: tuple[float, ...] = (0.5, 1.0, 2.0)
 #: Tasks of the benchmark table (real corpora join when a corpus is given).
-SUITE_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "realistic-0.12", "paper-0.12")
+SUITE_TASKS: tuple[str, ...] = (
+    "hard-0.05",
+    "hard-0.12",
+    "realistic-0.12",
+    "paper-0.12",
+    "grounded-0.08",
+)
 #: Real-curve tasks and the environment variable naming their corpus (JSONL).
 CORPUS_TASKS: dict[str, str] = {
     "micro-rlhf": "EVALSTOP_MICRO_RLHF_CORPUS",
@@ -61,8 +67,12 @@ TASK_DEFAULTS: dict[str, Any] = {
 
 #: Settings of the tasks of one calibration that differ from :data:`TASK_DEFAULTS`: the
 #: grounded regime's RLHF runs hack as often as the real corpus's do (40 %, not the
-#: heavy-RLHF workload's 60 %).
-CALIBRATION_SETTINGS: dict[str, dict[str, Any]] = {"grounded": {"hack_fraction": 0.4}}
+#: heavy-RLHF workload's 60 %), and a GPU-hour costs what :func:`price_rule` gives for
+#: them, rounded to two digits (1.11e-3 -> 1.1e-3, not :data:`SUITE_PRICE`: their healthy
+#: runs peak a little below base + A).
+CALIBRATION_SETTINGS: dict[str, dict[str, Any]] = {
+    "grounded": {"hack_fraction": 0.4, "gpu_hour_price": 1.1e-3}
+}
 
 
 def task_hack_fraction(calibration: str) -> float:
@@ -85,12 +95,24 @@ def _packaged(name: str) -> str | None:
 def price_rule(calibration: str = "hard", workload: str = "heavy-rlhf") -> float:
     """A quarter of the rate at which an average healthy RLHF run turns GPU-hours into quality.
 
-    E[gain of a healthy run at its end] / E[GPU-hours of an RLHF job] / 4, with the
-    calibration's mean amplitude as the gain (exact for ``rise-decline``, whose
-    healthy runs end at base + A).
+    E[gain of a healthy run at its best checkpoint] / E[GPU-hours of an RLHF job] / 4 (the
+    suite delivers each run's best checkpoint).  For a calibration whose healthy runs only
+    rise, the best checkpoint is the last and the gain is the mean amplitude (exact for
+    ``rise-decline``, whose healthy runs end at base + A).  Healthy runs that decline a
+    little (``healthy_drop``, the ``grounded`` regime) peak below base + A: their mean best
+    gain is taken over 20 000 healthy runs drawn once (seed 0) on a 1/200 progress grid.
     """
     cal = get_calibration(calibration)
-    gain = sum(cal.rlhf_amplitude) / 2
+    if cal.healthy_drop == (0.0, 0.0):
+        gain = sum(cal.rlhf_amplitude) / 2
+    else:
+        import numpy as np
+
+        from .sim.synthetic_curves import rlhf_true_curves
+
+        grid = np.linspace(0.0, 1.0, 201)
+        curves = rlhf_true_curves(cal, grid, np.zeros(20_000, bool), np.random.default_rng(0))
+        gain = float(np.mean(curves.max(axis=1) - curves[:, 0]))
     return 0.25 * gain / get_workload(workload).profiles[RLHF].mean_gpu_hours()
 
 
@@ -132,6 +154,16 @@ def suite_task(name: str, curves: str | None = None) -> dict[str, Any]:
         raise ConfigError("task", name, f"{allowed} and sigma a finite number >= 0")
     kw.update(calibration=cal, eval_noise=noise, **CALIBRATION_SETTINGS.get(cal, {}))
     return kw
+
+
+def task_env_id(name: str) -> str:
+    """The Gymnasium id under which task ``name`` is registered: ``"EvalStop-<name>-v0"``."""
+    return f"EvalStop-{name}-v0"
+
+
+def registered_tasks() -> tuple[str, ...]:
+    """Tasks with an env id of their own: :data:`SUITE_TASKS` and the shipped-corpus tasks."""
+    return (*SUITE_TASKS, *PACKAGED_TASKS)
 
 
 def suite_config(name: str, curves: str | None = None) -> EvalStopConfig:

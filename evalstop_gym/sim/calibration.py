@@ -228,12 +228,13 @@ HARD = replace(
 #: log-uniform, 0.1-1.5 for healthy runs and 0.1-1.0 for hacking ones (they rise a little
 #: faster, as the corpus's high learning rates do); an onset anywhere in 5-85 % of the run;
 #: a hacking run loses 0.85-4 x its gain by the end (log-uniform) and a healthy one 0-0.2 x
-#: from the same onset; gains spread 2x (0.4-0.8).  20 checkpoints, step-time jitter and
+#: from the same onset; gains spread as the corpus's (0.35-0.85: sd / mean 0.24, the
+#: corpus 0.26).  20 checkpoints, step-time jitter and
 #: LoRA/DPO as in ``hard``.
 GROUNDED = replace(
     HARD,
     name="grounded",
-    rlhf_amplitude=(0.4, 0.8),
+    rlhf_amplitude=(0.35, 0.85),
     rlhf_tau=(0.1, 1.5),
     hack_tau=(0.1, 1.0),
     hack_onset=(0.05, 0.85),
