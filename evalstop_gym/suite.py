@@ -18,7 +18,13 @@ RLHF run at all" would decide the benchmark; at a quarter of it an average
 healthy run is worth four times its compute at 1x and still twice at 2x, so
 across the whole sweep (1/2x, 1x, 2x, :data:`PRICE_FACTORS`) running healthy
 jobs pays and what a stopper adds is the compute it frees from hacking runs.
-Rounded to two digits: 1.2e-3 (the env's default, 5e-4, is ~0.4x).  A first
+Rounded to two digits: 1.2e-3 (the env's default, 5e-4, is ~0.4x).  The
+``grounded`` tasks (``"grounded-0.08"``: the regime fitted to real TRL runs,
+docs/CALIBRATION.md) take the rule's own value for their regime, 1.1e-3 (its
+healthy runs peak a little below base + A), and a 40 % hack share, the real
+corpus's (:data:`CALIBRATION_SETTINGS`).  Every task of :data:`SUITE_TASKS`
+and the shipped-corpus task is registered as ``"EvalStop-<task>-v0"``
+(:func:`task_env_id`).  A first
 rule, half the rate (2.4e-3), was dropped after measuring the floors: at its
 2x every healthy run breaks even and stopping all RLHF runs at 10 % was as
 good as any detector.
