@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-import evalstop_gym  # noqa: F401  (registers the ids)
+import evalstop_gym  # registers the ids (and its _register is called below)
 from evalstop_gym.corpus.packaged import TRL_CORPUS, corpus_path
 from evalstop_gym.suite import SUITE_TASKS, registered_tasks, suite_task, task_env_id
 

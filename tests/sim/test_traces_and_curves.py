@@ -35,8 +35,11 @@ def test_hacking_peaks_inside_healthy_monotone(seed: int, cal: str) -> None:
             top = int(np.argmax(te))
             assert top < k - 1  # the noise-free peak is inside the run
             assert te[-1] < te.max()
-        else:
+        elif b.job_type[i] != RLHF or CALIBRATIONS[cal].healthy_drop == (0.0, 0.0):
             assert np.all(np.diff(te) > 0)  # healthy: improves to the end
+        else:  # a healthy run of a regime whose healthy runs may decline a little
+            worst = CALIBRATIONS[cal].healthy_drop[1] * CALIBRATIONS[cal].rlhf_amplitude[1]
+            assert te.max() - te[-1] <= worst
         # The proxy keeps rising for every job; the loss falls (or plateaus).
         assert np.all(np.diff(c.proxy[i]) > 0)
         assert b.job_type[i] == RLHF or not b.hacking[i]
