@@ -258,7 +258,10 @@ def job_sigmas(sim: Any) -> np.ndarray:
     if getattr(sim.config, "curves", None) is None:
         return np.full(n, float(sim.eval_noise))
     resid = curves.obs_eval - curves.true_eval
-    return np.sqrt(np.nanmean(resid * resid, axis=1))
+    finite = np.isfinite(resid)
+    sq = np.where(finite, resid * resid, 0.0).sum(axis=1)
+    # A job with no finite eval has no noise to model: sigma 0.
+    return np.sqrt(sq / np.maximum(finite.sum(axis=1), 1))
 
 
 def job_unit_costs(sim: Any, price: float) -> np.ndarray:

@@ -139,6 +139,7 @@ def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
         ("fpr", "FPR", "#d62728"),
     ):
         _errorbars(a1, k, rows, metric, 100, marker="o", label=label, color=color)
+    a1.set_xticks(k)  # k is an integer
     a1.set_xlabel("k (consecutive declines)")
     a1.set_ylabel("precision, recall, FPR (%)")
     a1.set_ylim(-3, 103)
@@ -147,6 +148,7 @@ def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
     _errorbars(
         a2, k, rows, "detection_delay_evals", marker="s", color=delay, label="detection delay"
     )
+    a2.set_xticks(k)
     a2.set_xlabel("k (consecutive declines)")
     a2.set_ylabel("detection delay (evals after the true peak)", color=delay)
     a2.tick_params(axis="y", colors=delay)
@@ -268,15 +270,24 @@ def plot_stop_positions(
     hack_ax.axvline(0.0, color="black", lw=1)
     hack_ax.set_yticks(ys, names, fontsize=8)
     hack_ax.invert_yaxis()
-    hack_ax.set_xlabel("hacking runs: end progress − true-peak progress")
+    hack_ax.set_xlabel("hacking runs: end progress − true-peak progress (0: at the peak)")
     healthy_ax.set_xlabel("healthy runs: end progress (1 = not stopped)")
-    healthy_ax.set_xlim(0.0, 1.12)
+    healthy_ax.set_xlim(0.0, 1.04)
     for y, h in zip(ys, healthy):
         stopped = float(np.mean(h < 1.0)) if len(h) else float("nan")
-        healthy_ax.annotate(f"{100 * stopped:.0f}% stopped", (1.01, y), fontsize=7, va="center")
+        healthy_ax.annotate(  # in the margin right of the panel, never over the points
+            f"{100 * stopped:.0f}% stopped",
+            (1.0, y),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            fontsize=7,
+            va="center",
+        )
     for ax in (hack_ax, healthy_ax):
         ax.grid(alpha=0.3, axis="x")
     fig.suptitle(title or "Where each stopper ends runs")
+    fig.supxlabel("one dot per run (jittered vertically); black bar: the median", fontsize=8)
     return _save(fig, path)
 
 
