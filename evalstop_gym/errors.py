@@ -36,7 +36,7 @@ class ConfigError(EvalStopError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}={value!r} is not allowed: {allowed}")
+        super().__init__(f"{field}={_shown(value)} is not allowed: {allowed}")
 
 
 class TraceError(EvalStopError):
@@ -48,6 +48,14 @@ class TraceError(EvalStopError):
         self.line = line
         self.field = field
         super().__init__(f"{path}, line {line}, field {field!r}: {message}")
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``; an int too long for ``repr`` by its size instead."""
+    try:
+        return repr(value)
+    except ValueError:  # an int beyond Python's digit limit for str()
+        return f"<an integer of {value.bit_length()} bits>"
 
 
 def _rebuild(cls: type[EvalStopError], args: tuple[Any, ...]) -> EvalStopError:
