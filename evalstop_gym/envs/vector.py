@@ -34,7 +34,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ..errors import ConfigError, is_integer
+from ..errors import ConfigError, is_integer, shown
 from .config import EvalStopConfig
 from .evalstop import EvalStopEnv
 
@@ -154,7 +154,7 @@ class EvalStopVectorEnv(VectorEnv):
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs,) or acts.dtype.kind not in "iub":
             raise ValueError(
-                f"actions={actions!r}: an integer array of shape ({self.num_envs},) of 0 or 1"
+                f"actions={shown(actions)}: an integer array of shape ({self.num_envs},) of 0 or 1"
             )
         stops = acts.tolist()
         # C-level scans of a short list (True counts as 1, False as 0): cheaper than a set.
@@ -165,7 +165,7 @@ class EvalStopVectorEnv(VectorEnv):
             allowed = "0 (continue), 1 (stop)" + (
                 " or 2 (deprioritise)" if self._deprioritize else ""
             )
-            raise ValueError(f"actions={actions!r}: every action is {allowed}")
+            raise ValueError(f"actions={shown(actions)}: every action is {allowed}")
         autoreset = self._autoreset
         rows: list[np.ndarray] = []
         append = rows.append
