@@ -9,7 +9,8 @@ spec (``module:Class``, ``path/to/file.py:Class``, ``pretrained:NAME``,
 them) in a child process (:mod:`evalstop_experiments.isolated_child`, started
 with :mod:`subprocess`: a fresh interpreter, none of this process's memory).
 The child receives the observations as raw arrays and returns one action byte
-per decision; nothing else crosses.
+per decision; nothing else crosses.  Its standard output is discarded; when it
+dies, the last line of its standard error is shown in the error.
 
 The protocol is length-prefixed frames over two pipes.  The parent never
 unpickles what the child sends (unpickling is code execution): the child's
@@ -266,18 +267,23 @@ class IsolatedPolicy:
             raise IsolationError(f"isolated stopper {self.name}: {what} after close()")
         try:
             write_frame(self._fds[1], kind, payload)
+            return
         except OSError:
-            self._fail(what, "its process is gone")
+            pass
+        self._fail(what, "its process is gone")
 
     def _ask(self, kind: bytes, payload: bytes, timeout: float, what: str) -> bytes:
         """Send a frame and return the child's answer payload (an ACTION's byte, or b"")."""
         self._send(kind, payload, what)
+        problem = ""
         try:
             frame = read_frame(self._fds[0], time.monotonic() + timeout, MAX_ANSWER_BYTES)
         except TimeoutError:
-            self._fail(what, f"no answer within {timeout:g} s")
+            problem = f"no answer within {timeout:g} s"
         except ValueError as e:
-            self._fail(what, f"a malformed answer ({e})")
+            problem = f"a malformed answer ({e})"
+        if problem:  # raised outside the handler: one error, not a chain of two
+            self._fail(what, problem)
         if frame is None:
             self._fail(what, "its process exited")
         answer_kind, body = frame[:1], frame[1:]

@@ -123,9 +123,13 @@ def test_bad_actions_errors_and_timeouts_are_one_line_and_kill_the_child(tmp_pat
             def act(self, obs):
                 self.n += 1
                 if obs["progress"][0] > 0.5 and self.n > 3:
-                    return {"two": 2, "str": "1", "slow": 0}[MODE]
+                    return {"two": 2, "str": "1"}.get(MODE, 0)
                 if self.n > 1 and MODE == "slow":
                     time.sleep(30)
+                if self.n > 1 and MODE == "exit":
+                    import os, sys
+                    print("exiting now", file=sys.stderr, flush=True)
+                    os._exit(3)
                 if self.n > 1 and MODE == "raise":
                     raise RuntimeError("boom\\nsecond line")
                 return 0
@@ -138,6 +142,7 @@ def test_bad_actions_errors_and_timeouts_are_one_line_and_kill_the_child(tmp_pat
         ("str", "not an integer action"),
         ("raise", "RuntimeError: boom second line"),
         ("slow", "no answer within 1 s"),
+        ("exit", "its process exited .stderr: exiting now"),
     ):
         spec = _write(tmp_path / mode, source.replace('MODE = "two"', f"MODE = {mode!r}"))
         policy = IsolatedPolicy(f"{spec}:Stopper", TASK, kw, timeout=1.0)
