@@ -36,7 +36,7 @@ class ConfigError(EvalStopError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}={value!r} is not allowed: {allowed}")
+        super().__init__(f"{field}={shown(value)} is not allowed: {allowed}")
 
 
 class TraceError(EvalStopError):
@@ -48,6 +48,16 @@ class TraceError(EvalStopError):
         self.line = line
         self.field = field
         super().__init__(f"{path}, line {line}, field {field!r}: {message}")
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for a message; what it is, for a value ``repr`` refuses (a huge int)."""
+    try:
+        return repr(value)
+    except ValueError:  # an int beyond Python's digit limit for str(), or a container of one
+        if isinstance(value, int):
+            return f"<an integer of {value.bit_length()} bits>"
+        return f"<a {type(value).__name__} holding an integer too long to print>"
 
 
 def _rebuild(cls: type[EvalStopError], args: tuple[Any, ...]) -> EvalStopError:

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shown
 from ..sim.config import SimConfig
 from ..sim.engine import Simulator
 from .config import EvalStopConfig
@@ -112,8 +112,11 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     `reward="system"`: time in system plus quality (park/Decima style).  The
     reward of a step is `-time_cost * (integral of jobs in system dt)` over the
     simulated time from this decision to the next, plus `quality_weight * Q` of
-    every job delivered in that interval.  The return is, in closed form,
-    `-time_cost * sum_j JCT_j + quality_weight * sum_j Q_j(delivered)`.
+    every job delivered in that interval.  The time before the first decision
+    is no action's consequence and is not charged, so the return is, in closed
+    form, `-time_cost * (sum_j JCT_j - A_0) + quality_weight * sum_j
+    Q_j(delivered)`, with A_0 the integral of jobs in system dt from time 0 to
+    the first decision.
 
     ## Starting State
 
@@ -350,7 +353,7 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         allowed = "0 (continue) or 1 (stop and save)"
         if self.deprioritize:
             allowed = "0 (continue), 1 (stop and save) or 2 (deprioritise)"
-        raise ValueError(f"action={action!r} is not allowed: {allowed}")
+        raise ValueError(f"action={shown(action)} is not allowed: {allowed}")
 
     def observation_at(self, jid: int, ckpt: int) -> dict[str, np.ndarray]:
         """The observation this episode shows for job ``jid`` after its checkpoint ``ckpt``.

@@ -5,7 +5,10 @@
 * :class:`DelayedUtility` (``reward_timing="delayed"``): each job pays its
   whole V_end - V_1 when it leaves the cluster.
 * :class:`SystemReward` (``reward="system"``): minus the time cost of the jobs
-  in system plus the weighted quality of the jobs delivered, as time passes.
+  in system plus the weighted quality of the jobs delivered, as time passes,
+  from the first decision on: the return is ``-time_cost * (sum JCT - A_0) +
+  quality_weight * sum Q(delivered)``, A_0 the jobs-in-system area before the
+  first decision (:meth:`SystemReward.begin` drops it).
 
 ``EvalStopEnv``'s docstring (Rewards) gives the formulas and the closed form of
 the return.  An object is made by :func:`make_reward` once the episode's
@@ -166,7 +169,12 @@ class DelayedUtility(Reward):
 
 
 class SystemReward(Reward):
-    """``reward="system"``: -time_cost x (jobs in system dt) + quality_weight x delivered quality."""
+    """``reward="system"``: -time_cost x (jobs in system dt) + quality_weight x delivered quality.
+
+    Paid from the first decision on: the return is ``-time_cost * (sum JCT - A_0)
+    + quality_weight * sum Q(delivered)``, with A_0 the integral of jobs in system
+    before the first decision (no job ends before its first decision).
+    """
 
     _lookups = ("_true",)
 

@@ -34,9 +34,21 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ..errors import ConfigError
+from ..errors import ConfigError, is_integer, shown
 from .config import EvalStopConfig
 from .evalstop import EvalStopEnv
+
+#: Most sub-environments one vector env builds (see the module docstring).
+MAX_NUM_ENVS = 1024
+
+
+def _seed(field: str, value: Any) -> int | None:
+    """A seed as the Python int Gymnasium wants (None stays None), else :class:`ConfigError`."""
+    if value is None:
+        return None
+    if not is_integer(value) or value < 0:
+        raise ConfigError(field, value, "None or a non-negative integer")
+    return int(value)
 
 
 class EvalStopVectorEnv(VectorEnv):
@@ -65,8 +77,9 @@ class EvalStopVectorEnv(VectorEnv):
         **env_kwargs: Any,
     ) -> None:
         """Build N sub-environments with the same arguments."""
-        if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-            raise ConfigError("num_envs", num_envs, "an integer >= 1")
+        if not is_integer(num_envs) or not 1 <= num_envs <= MAX_NUM_ENVS:
+            raise ConfigError("num_envs", num_envs, f"an integer in [1, {MAX_NUM_ENVS}]")
+        num_envs = int(num_envs)
         modes = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
         if autoreset_mode not in modes and autoreset_mode not in [m.value for m in modes]:
             raise ConfigError(
@@ -94,6 +107,7 @@ class EvalStopVectorEnv(VectorEnv):
         else:
             self.single_observation_space = first.observation_space
         self.single_action_space = first.action_space
+        self._deprioritize = first.deprioritize
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.render_mode = None
@@ -108,14 +122,20 @@ class EvalStopVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset every sub-environment; an int seed s seeds them s, s + 1, ..."""
-        super().reset(seed=seed if isinstance(seed, int) else None)
-        if seed is None or isinstance(seed, int):
-            seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
+        """Reset every sub-environment; an int seed s seeds them s, s + 1, ...
+
+        ``seed``: None, a non-negative (Python or NumPy) integer, or a list of
+        ``num_envs`` of those.
+        """
+        if isinstance(seed, list | tuple):
+            if len(seed) != self.num_envs:
+                raise ConfigError("seed", seed, f"a list of {self.num_envs} seeds (one per env)")
+            seeds = [_seed(f"seed[{i}]", s) for i, s in enumerate(seed)]
+            super().reset(seed=None)
         else:
-            seeds = list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"seed: {len(seeds)} seeds given for {self.num_envs} envs")
+            first = _seed("seed", seed)
+            super().reset(seed=first)
+            seeds = [None if first is None else first + i for i in range(self.num_envs)]
         rows = []
         for env, s in zip(self.envs, seeds):
             gym.Env.reset(env, seed=s)  # seeds its np_random as env.reset(seed=s) does
@@ -125,18 +145,27 @@ class EvalStopVectorEnv(VectorEnv):
         return self._batch(rows), {}
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """One decision per sub-environment (0 continue, 1 stop), next-step autoreset."""
+        """One decision per sub-environment (0 continue, 1 stop, 2 deprioritise), next-step autoreset.
+
+        Action 2 only with ``deprioritize=True`` (the action space offers it then).
+        """
         if not self._started:
             raise RuntimeError("step() called before reset(): call envs.reset() first")
         acts = np.asarray(actions)
         if acts.shape != (self.num_envs,) or acts.dtype.kind not in "iub":
             raise ValueError(
-                f"actions={actions!r}: an integer array of shape ({self.num_envs},) of 0 or 1"
+                f"actions={shown(actions)}: an integer array of shape ({self.num_envs},) of 0 or 1"
             )
         stops = acts.tolist()
-        # Two C-level scans of a short list (True counts as 1, False as 0): cheaper than a set.
-        if stops.count(0) + stops.count(1) != self.num_envs:
-            raise ValueError(f"actions={actions!r}: every action is 0 (continue) or 1 (stop)")
+        # C-level scans of a short list (True counts as 1, False as 0): cheaper than a set.
+        valid = stops.count(0) + stops.count(1)
+        if self._deprioritize:
+            valid += stops.count(2)
+        if valid != self.num_envs:
+            allowed = "0 (continue), 1 (stop)" + (
+                " or 2 (deprioritise)" if self._deprioritize else ""
+            )
+            raise ValueError(f"actions={shown(actions)}: every action is {allowed}")
         autoreset = self._autoreset
         rows: list[np.ndarray] = []
         append = rows.append
@@ -148,7 +177,8 @@ class EvalStopVectorEnv(VectorEnv):
                 append(self._cores[i].reset_row(self.envs[i].np_random))
                 autoreset[i] = False
                 continue
-            row, rewards[i] = step_row(stop == 1)
+            # A plain bool for 0/1 (what the single env passes), 2 as itself.
+            row, rewards[i] = step_row(stop == 1 if stop != 2 else 2)
             if row is not None:
                 append(row)
                 continue

@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, is_integer
 from .boundary import JobView
 from .checkpoints import checkpoint_tables
 from .config import SimConfig
@@ -97,6 +97,27 @@ class _JobSnapshots(Sequence):  # type: ignore[type-arg]
         return self._sim.job(i % len(self))
 
 
+#: Seeds are below 2**128, the size of the entropy a fresh :class:`numpy.random.SeedSequence` draws.
+SEED_LIMIT = 2**128
+
+
+def check_seed(seed: Any, field: str = "seed") -> None:
+    """Refuse a seed NumPy would refuse (or take by accident, a bool) with a :class:`ConfigError`.
+
+    Allowed: None (fresh entropy), a non-negative Python or NumPy integer below
+    :data:`SEED_LIMIT`, or a non-empty list or tuple of those (a
+    :class:`~numpy.random.SeedSequence` entropy).
+    """
+    if seed is None:
+        return
+    values = seed if isinstance(seed, list | tuple) and seed else (seed,)
+    for v in values:
+        if not is_integer(v) or not 0 <= v < SEED_LIMIT:
+            raise ConfigError(
+                field, seed, "None, an integer in [0, 2**128) or a non-empty list of them"
+            )
+
+
 class Simulator(JobQueues, Deprioritization):
     """One episode of the cluster.
 
@@ -126,6 +147,8 @@ class Simulator(JobQueues, Deprioritization):
 
     def __new__(cls, config: SimConfig | None = None, *args: Any, **kwargs: Any) -> Simulator:
         """``Simulator(config)`` builds what :func:`~evalstop_gym.sim.make_simulator` builds."""
+        if config is not None and not isinstance(config, SimConfig):  # None: unpickling
+            raise ConfigError("config", config, "a SimConfig")
         if cls is Simulator and config is not None and config.pools is not None:
             assert Simulator._pooled_class is not None, "import evalstop_gym.sim first"
             cls = Simulator._pooled_class
@@ -140,6 +163,9 @@ class Simulator(JobQueues, Deprioritization):
         jobs: tuple[JobBatch, Curves] | None = None,
     ) -> None:
         """Draw (or take) the episode's jobs and curves and queue their arrivals."""
+        if not isinstance(config, SimConfig):
+            raise ConfigError("config", config, "a SimConfig")
+        check_seed(seed)
         self.config = config
         self.seed = seed
         self.num_gpus = config.num_gpus

@@ -40,6 +40,7 @@ pool for the job's type that has room; ties keep the configured order).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -79,13 +80,19 @@ class PoolChoice(NamedTuple):
     speed: float
 
 
+#: A count in the text form: ASCII digits only (``str.isdigit`` also takes "²", which
+#: ``int`` refuses), and few enough that ``int`` never meets its digit limit.
+_COUNT = re.compile(r"[0-9]{1,12}")
+
+
 def parse_pools(text: str) -> dict[str, Any]:
     """``"a100=32,h100=32"`` (the command line's form) as ``{"a100": 32, "h100": 32}``."""
     out: dict[str, Any] = {}
     for part in text.split(","):
         name, sep, size = part.partition("=")
-        if not sep or not size.strip().isdigit():
-            raise ConfigError("pools", text, 'GPU type=count pairs, e.g. "a100=32,h100=32"')
+        if not sep or _COUNT.fullmatch(size.strip()) is None:
+            shown = text if len(text) <= 80 else text[:77] + "..."
+            raise ConfigError("pools", shown, 'GPU type=count pairs, e.g. "a100=32,h100=32"')
         out[name.strip()] = int(size)
     return out
 

@@ -133,3 +133,60 @@ def test_batch_observations_are_fresh_writable_arrays_unless_copy_is_off(flatten
     x, _ = shared.reset(seed=0)
     y = shared.step(np.zeros(3, dtype=np.int64))[0]
     assert np.shares_memory(x, y)  # copy=False: the one buffer, overwritten
+
+
+def test_deprioritise_action_its_space_offers_is_taken_like_a_single_env() -> None:
+    n = 3
+    venv = EvalStopVectorEnv(n, deprioritize=True, **KW)
+    assert venv.single_action_space.n == 3
+    obs, _ = venv.reset(seed=2)
+    singles, _ = _singles(n, 2, deprioritize=True)
+    rng = np.random.default_rng(1)
+    restart = [False] * n
+    for _ in range(120):
+        actions = venv.action_space.sample() if rng.random() < 0.5 else rng.integers(0, 3, n)
+        obs, rew, term, _, _ = venv.step(actions)
+        for i, env in enumerate(singles):
+            if restart[i]:
+                o, r, t = env.reset()[0], 0.0, False
+                restart[i] = False
+            else:
+                o, r, t, _, _ = env.step(int(actions[i]))
+                restart[i] = t
+            assert rew[i] == r and term[i] == t
+            for k in o:
+                np.testing.assert_array_equal(obs[k][i], o[k])
+    with pytest.raises(ValueError, match="actions"):
+        venv.step(np.full(n, 3))
+    plain = EvalStopVectorEnv(2, **KW)
+    plain.reset(seed=0)
+    with pytest.raises(ValueError, match="actions"):
+        plain.step(np.array([0, 2]))  # without deprioritize=True, 2 is not offered
+
+
+@pytest.mark.parametrize("seed", [np.int64(3), np.uint32(3), 3, [np.int64(3), 4]])
+def test_numpy_integer_seeds_seed_like_python_ints(seed: object) -> None:
+    venv = EvalStopVectorEnv(2, flatten=True, **KW)
+    ref = EvalStopVectorEnv(2, flatten=True, **KW)
+    np.testing.assert_array_equal(venv.reset(seed=seed)[0], ref.reset(seed=3)[0])
+    np.testing.assert_array_equal(
+        venv.step(np.zeros(2, np.int64))[0], ref.step(np.zeros(2, np.int64))[0]
+    )
+
+
+@pytest.mark.parametrize(
+    "seed", [-1, True, 1.5, float("nan"), "3", [1], [1, -2], [1, 2.0], np.float64(3), {"a": 1}]
+)
+def test_bad_seeds_are_a_config_error(seed: object) -> None:
+    with pytest.raises(ConfigError, match="seed"):
+        EvalStopVectorEnv(2, **KW).reset(seed=seed)
+
+
+def test_num_envs_is_bounded_with_a_clear_error() -> None:
+    from evalstop_gym.envs.vector import MAX_NUM_ENVS
+
+    assert 256 <= MAX_NUM_ENVS <= 4096
+    for bad in (MAX_NUM_ENVS + 1, 5000, 10**100, np.float64(2), "2"):
+        with pytest.raises(ConfigError, match="num_envs"):
+            EvalStopVectorEnv(bad, **KW)  # type: ignore[arg-type]
+    assert EvalStopVectorEnv(np.int64(2), **KW).num_envs == 2  # type: ignore[arg-type]

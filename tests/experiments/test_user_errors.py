@@ -21,6 +21,7 @@ import pytest
 import evalstop_gym
 from evalstop_cli.envargs import allowed_values
 from evalstop_cli.main import build_parser, main
+from evalstop_experiments.isolated import IsolationError
 from evalstop_gym import suite_task
 from evalstop_gym.corpus.format import CurveTraceError
 from evalstop_gym.envs.config import UnknownArgumentError
@@ -35,6 +36,7 @@ ERRORS = [
     TraceError("t.csv", 3, "num_gpus", "not an integer"),
     CurveTraceError("c.jsonl: line 2: eval: not a number"),
     UnknownArgumentError("got an unexpected keyword argument 'schedular'", "schedular", "fifo"),
+    IsolationError("isolated stopper m:S, act(): no answer within 10 s"),
 ]
 
 
