@@ -39,7 +39,7 @@ class EvalStopPruner(optuna.pruners.BasePruner):
             ``Learned``, your own :class:`~baselines.Policy`); ``None``: ``EvalStop(2)``.
         n_checkpoints: How many values a trial reports when it runs to the end (the
             stopper's progress denominator).
-        job_type: The job type the stopper is told (``rlhf``, ``sft``, ``pretrain``).
+        job_type: The job type the stopper is told (``rlhf``, ``dpo`` or ``lora``).
         scale: Passed to :class:`~baselines.online.OnlineStopper`.
 
     The pruner keeps, per trial, the stopper and the steps it has been fed, so each call

@@ -51,7 +51,7 @@ class EvalStopStopper(Stopper):
         n_checkpoints: How many results with the metric a trial reports when it runs to
             the end (the stopper's progress denominator).
         step_key: The result key used as the step (Tune's ``training_iteration``).
-        job_type: The job type the stopper is told (``rlhf``, ``sft``, ``pretrain``).
+        job_type: The job type the stopper is told (``rlhf``, ``dpo`` or ``lora``).
         scale: Passed to :class:`~baselines.online.OnlineStopper`.
     """
 

@@ -85,7 +85,10 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             training ends (the callback's own ``load_best_model_at_end``).
         pin: Keep the delivered checkpoint on disk (see above); ``False`` leaves
             checkpoints to the trainer alone.
-        job_type: The job type the stopper is told (``rlhf``, ``sft``, ``pretrain``).
+        job_type: The job type the stopper is told (``rlhf``, ``dpo`` or ``lora``).
+        loss_key: The ``log_history`` key of the training loss, given to the stopper with
+            each evaluation (the last one logged at or before it, as the log loaders align
+            it); only loss-reading stoppers (``LossPlateau``) use it.  ``None``: none.
         scale: Passed to :class:`~baselines.online.OnlineStopper` (how a metric of unknown
             magnitude is mapped for scale-dependent stoppers).
         policy_name: Used only when transformers rebuilds the callback from a checkpoint:
@@ -109,6 +112,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         load_best_at_end: bool = False,
         pin: bool = True,
         job_type: str = "rlhf",
+        loss_key: str | None = "loss",
         scale: Any = None,
         policy_name: str | None = None,
     ) -> None:
@@ -127,6 +131,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self.load_best_at_end = load_best_at_end
         self.pin = pin
         self.job_type = job_type
+        self.loss_key = loss_key
         self.scale = scale
         if policy is None and policy_name is not None:
             policy = _borrow_policy(policy_name)
@@ -160,8 +165,8 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         return None if self.stopper is None else self.stopper.best_step
 
     @property
-    def decisions(self) -> list[Any]:
-        """The stopper's decision at each evaluation so far, in order."""
+    def decisions(self) -> list[dict[str, Any]]:
+        """The stopper's decisions so far: ``checkpoint``, ``step``, ``value``, ``action``."""
         return [] if self.stopper is None else list(self.stopper.decisions)
 
     @property
@@ -187,6 +192,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
                 "load_best_at_end": self.load_best_at_end,
                 "pin": self.pin,
                 "job_type": self.job_type,
+                "loss_key": self.loss_key,
                 "policy_name": policy_name(self.policy),
             },
             "attributes": {
@@ -242,7 +248,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         step = int(state.global_step)
         if self.history and step <= self.history[-1]["step"]:
             return  # this step was decided already (a resumed run re-evaluating it)
-        stop = bool(self.stopper.observe(value, step=step))
+        stop = bool(self.stopper.observe(value, loss=self._last_loss(state, step), step=step))
         best = self.best_step
         self.history.append({"step": step, "value": value, "stop": stop, "best_step": best})
         state.log_history.append(
@@ -289,6 +295,15 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             job_type=self.job_type,
             scale=self.scale,
         )
+
+    def _last_loss(self, state: Any, step: int) -> float | None:
+        """The training loss last logged at or before ``step`` (``None``: none logged)."""
+        if self.loss_key is None:
+            return None
+        for entry in reversed(state.log_history):
+            if self.loss_key in entry and entry.get("step", step) <= step:
+                return as_value(entry[self.loss_key], self.loss_key)
+        return None
 
     def _saved_state(self, state: Any) -> dict[str, Any] | None:
         """This callback's stopper state in a resumed ``trainer_state.json``, if any."""

@@ -160,7 +160,9 @@ def test_it_stops_a_planted_decline_where_the_replay_of_its_log_says(tmp_path: P
 
     # The decisions are in the trainer's own log.
     logged = [e for e in trainer.state.log_history if "evalstop_stop" in e]
-    assert [e["evalstop_stop"] for e in logged] == [int(d) for d in stop.decisions]
+    assert [e["evalstop_stop"] for e in logged] == [
+        int(d["action"] == "stop") for d in stop.decisions
+    ]
     assert logged[-1]["evalstop_best_step"] == stop.best_step
 
 
@@ -260,3 +262,23 @@ def test_the_state_is_json_and_rebuilds_the_callback() -> None:
     assert rebuilt.policy is stop.policy and rebuilt.n_checkpoints == 10
     assert rebuilt._restored["stopper"] == stop.stopper.state_dict()
     assert saved["attributes"]["_restored"]["history"] == []
+
+
+def test_without_the_pin_save_total_limit_deletes_what_it_would_deliver(tmp_path: Path) -> None:
+    stop = EvalStopCallback(EvalStop(2), pin=False)
+    make_trainer(tmp_path, [stop]).train()
+    assert stop.stopped and stop.best_step < stop.stop_step
+    assert stop.delivered_checkpoint is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"checkpoint-{stop.stop_step}"]
+
+
+def test_importing_the_package_imports_no_tool() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, evalstop_integrations; "
+        "print(sorted(m for m in ('transformers', 'optuna', 'ray', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
