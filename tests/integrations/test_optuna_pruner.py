@@ -82,3 +82,19 @@ def test_bad_arguments_fail_at_construction() -> None:
         EvalStopPruner(EvalStop(2))
     with pytest.raises(ConfigError, match="policy"):
         EvalStopPruner("EvalStop", n_checkpoints=3)
+
+
+def test_the_readme_optuna_snippet_runs() -> None:
+    from readme_snippets import run_snippet
+
+    study = run_snippet("live-optuna")["study"]
+    states = {t.number: t.state for t in study.trials}
+    high = [t.number for t in study.trials if t.params["lr"] >= 0.3]
+    assert high, "the sampler drew no learning rate that peaks early"
+    assert all(states[n] == optuna.trial.TrialState.PRUNED for n in high)
+    assert all(t.last_step == 7 for t in study.trials if t.number in high)
+    assert all(
+        states[t.number] == optuna.trial.TrialState.COMPLETE
+        for t in study.trials
+        if t.number not in high
+    )

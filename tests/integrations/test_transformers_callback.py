@@ -282,3 +282,20 @@ def test_importing_the_package_imports_no_tool() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_readme_callback_snippet_runs(tmp_path: Path, monkeypatch) -> None:
+    from readme_snippets import snippet
+
+    # The README's code, run as written, on this file's tiny model and data.
+    monkeypatch.chdir(tmp_path)
+    namespace = {
+        "__name__": "readme_snippet_live_callback",
+        "model": tiny_gpt2(),
+        "train_ds": counting(8, 0.5, seed=1),
+        "eval_ds": counting(64, 0.0, seed=2),
+    }
+    exec(compile(snippet("live-callback"), "README.md:live-callback", "exec"), namespace)
+    stop, trainer = namespace["stop"], namespace["trainer"]
+    assert stop.stopped and stop.stop_step == trainer.state.global_step
+    assert Path(stop.delivered_checkpoint, "trainer_state.json").is_file()
