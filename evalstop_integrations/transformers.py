@@ -57,7 +57,7 @@ PIN_DIR = "evalstop-delivered"
 #: Live callbacks, so that one transformers rebuilds from a checkpoint's JSON (with
 #: ``restore_callback_states_from_checkpoint=True``) can borrow the policy object, which
 #: JSON cannot carry.
-_LIVE: weakref.WeakSet[EvalStopCallback] = weakref.WeakSet()
+_LIVE: list[weakref.ref[EvalStopCallback]] = []
 
 
 class EvalStopCallback(TrainerCallback, ExportableState):
@@ -69,7 +69,8 @@ class EvalStopCallback(TrainerCallback, ExportableState):
     would deliver (the best eval so far, :attr:`best_step`) is saved if the run would not
     save one at that step, and pinned: hard-linked (copied where links are not supported)
     to ``output_dir/evalstop-delivered/checkpoint-<step>``, out of reach of
-    ``save_total_limit`` whatever ``metric_for_best_model`` the trainer tracks.
+    ``save_total_limit`` whatever ``metric_for_best_model`` the trainer tracks.  One
+    pinning callback per ``output_dir``: a fresh (not resumed) run clears that folder.
 
     Args:
         policy: Any package stopper (``EvalStop(k)``, ``Cusum``, ``BayesStopper``,
@@ -145,7 +146,8 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self.history: list[dict[str, Any]] = []
         if self.n_checkpoints is not None:
             self.stopper = self._new_stopper(self.n_checkpoints)
-        _LIVE.add(self)
+        _LIVE[:] = [ref for ref in _LIVE if ref() is not None]
+        _LIVE.append(weakref.ref(self))
 
     # ---------------------------------------------------------------- what it decided
 
@@ -215,6 +217,10 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             saved = self._restored
         self.stopper = self._new_stopper(self.n_checkpoints)
         self.history = []
+        self._pinned_step = None
+        if state.global_step == 0 and self.pin and state.is_world_process_zero:
+            # A fresh run: pins left in this output_dir by an earlier run are not its own.
+            shutil.rmtree(os.path.join(str(self._output_dir), PIN_DIR), ignore_errors=True)
         if saved is not None:
             self.stopper.load_state_dict(saved["stopper"])
             self.history = [dict(h) for h in saved["history"]]
@@ -343,8 +349,9 @@ class EvalStopCallback(TrainerCallback, ExportableState):
 
 def _borrow_policy(name: str) -> Policy:
     """The policy of the newest live callback whose policy is called ``name``."""
-    for callback in reversed(list(_LIVE)):
-        if policy_name(callback.policy) == name:
+    for ref in reversed(_LIVE):
+        callback = ref()
+        if callback is not None and policy_name(callback.policy) == name:
             return callback.policy
     raise ConfigError(
         "policy_name",
