@@ -310,9 +310,10 @@ def add_reproduce_parser(sub: Any) -> None:
 def add_curves_parser(sub: Any) -> None:
     """``curves``: generate and fit real micro-RLHF training curves."""
     from evalstop_corpora.micro_rlhf.generate import add_arguments
+    from evalstop_experiments.replay import add_replay_parser
 
     c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
-    add_arguments(c)
+    add_replay_parser(add_arguments(c))
     c.set_defaults(func=cmd_curves)
 
 

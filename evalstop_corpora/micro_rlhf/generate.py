@@ -317,7 +317,7 @@ def _format_summary(summary: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> Any:
     """Add the ``generate`` and ``fit`` subcommands to a ``curves`` parser.
 
     Args:
@@ -351,6 +351,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="output folder for gao_fits.csv, gao_fits.png, gao_summary.json",
     )
+    return sub  # the command line adds its own subcommands (curves replay) to it
 
 
 def run(args: argparse.Namespace) -> int:
