@@ -79,7 +79,7 @@ def make_trainer(out: Path, callbacks: list, *, both_sets: bool = False, **overr
         "lr_scheduler_type": "constant",
         "per_device_train_batch_size": 8,
         "per_device_eval_batch_size": 64,
-        "logging_strategy": "no",
+        "logging_steps": EVERY,  # the training loss goes with each eval (and into the log)
         "report_to": [],
         "seed": 0,
         "use_cpu": True,
@@ -97,13 +97,21 @@ def make_trainer(out: Path, callbacks: list, *, both_sets: bool = False, **overr
     )
 
 
-def replay_log(trainer_state: Path, policy, n_checkpoints: int) -> OnlineStopper:
-    """The offline replay: the logged eval losses fed through a fresh OnlineStopper."""
-    history = json.loads(trainer_state.read_text())["log_history"]
-    stopper = OnlineStopper(policy, n_checkpoints, greater_is_better=False)
-    for entry in history:
-        if "eval_loss" in entry and not stopper.stopped:
-            stopper.observe(entry["eval_loss"], step=entry["step"])
+def replay_log(checkpoint: Path, policy) -> OnlineStopper:
+    """The offline replay of a checkpoint's ``trainer_state.json``, read by the package's loader.
+
+    The run's planned evaluations K come from the callback's record in the same file: a
+    stopped run's log ends at the stop, and its last logged eval is not its K-th.
+    """
+    from evalstop_experiments.replay import read_runs
+
+    trace = read_runs(checkpoint, metric="eval_loss", greater_is_better=False)[0]
+    saved = json.loads((checkpoint / "trainer_state.json").read_text())
+    k = saved["stateful_callbacks"]["EvalStopCallback"]["args"]["n_checkpoints"]
+    stopper = OnlineStopper(policy, k)  # the loader negated the loss: higher is better
+    for step, value, loss in zip(trace.step, trace.eval, trace.loss):
+        if stopper.observe(float(value), loss=float(loss), step=int(step)):
+            break
     return stopper
 
 
@@ -138,10 +146,9 @@ def test_it_stops_a_planted_decline_where_the_replay_of_its_log_says(tmp_path: P
     assert stop.stopped and stop.stop_step == trainer.state.global_step < MAX_STEPS
     assert stop.n_checkpoints == MAX_STEPS // EVERY
 
-    last = tmp_path / f"checkpoint-{stop.stop_step}" / "trainer_state.json"
-    replayed = replay_log(last, EvalStop(2), stop.n_checkpoints)
+    replayed = replay_log(tmp_path / f"checkpoint-{stop.stop_step}", EvalStop(2))
     assert (replayed.stop_step, replayed.best_step) == (stop.stop_step, stop.best_step)
-    assert list(replayed.decisions) == stop.decisions
+    assert [d["action"] for d in replayed.decisions] == [d["action"] for d in stop.decisions]
     assert stop.best_step == EVERY * (1 + int(np.argmin(losses)))
 
     # save_total_limit=1 deleted the original checkpoint; the pinned copy is whole.

@@ -91,7 +91,7 @@ def test_it_stops_a_dpo_run_that_fits_flipped_labels(tmp_path: Path) -> None:
             per_device_eval_batch_size=64,
             max_length=16,
             gradient_checkpointing=False,
-            logging_strategy="no",
+            logging_steps=5,
             report_to=[],
             seed=0,
             use_cpu=True,
@@ -116,11 +116,16 @@ def test_it_stops_a_dpo_run_that_fits_flipped_labels(tmp_path: Path) -> None:
     assert stop.stopped and stop.stop_step == trainer.state.global_step < MAX_STEPS  # ... then not
     assert stop.n_checkpoints == MAX_STEPS // 5
 
-    log = json.loads((tmp_path / f"checkpoint-{stop.stop_step}" / "trainer_state.json").read_text())
-    replayed = OnlineStopper(EvalStop(2), stop.n_checkpoints, greater_is_better=False)
-    for entry in log["log_history"]:
-        if "eval_loss" in entry and not replayed.stopped:
-            replayed.observe(entry["eval_loss"], step=entry["step"])
+    # The replay of the run's own log, read by the package's loader, decides the same.
+    from evalstop_experiments.replay import read_runs
+
+    trace = read_runs(
+        tmp_path / f"checkpoint-{stop.stop_step}", metric="eval_loss", greater_is_better=False
+    )[0]
+    replayed = OnlineStopper(EvalStop(2), stop.n_checkpoints)  # the loader negated the loss
+    for step, value, loss in zip(trace.step, trace.eval, trace.loss):
+        if replayed.observe(float(value), loss=float(loss), step=int(step)):
+            break
     assert (replayed.stop_step, replayed.best_step) == (stop.stop_step, stop.best_step)
 
     assert not (tmp_path / f"checkpoint-{stop.best_step}").exists()  # rotated away ...
