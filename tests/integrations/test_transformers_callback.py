@@ -26,7 +26,7 @@ from transformers import (  # noqa: E402
     TrainingArguments,
 )
 
-from baselines import EvalStop  # noqa: E402
+from baselines import Cusum, EvalStop, LossPlateau  # noqa: E402
 from baselines.online import OnlineStopper  # noqa: E402
 from evalstop_gym.errors import ConfigError  # noqa: E402
 from evalstop_integrations.transformers import PIN_DIR, EvalStopCallback  # noqa: E402
@@ -306,3 +306,42 @@ def test_the_readme_callback_snippet_runs(tmp_path: Path, monkeypatch) -> None:
     stop, trainer = namespace["stop"], namespace["trainer"]
     assert stop.stopped and stop.stop_step == trainer.state.global_step
     assert Path(stop.delivered_checkpoint, "trainer_state.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "make_policy",
+    [lambda: LossPlateau(window=2, tolerance=0.05), lambda: Cusum()],
+    ids=["LossPlateau", "Cusum"],
+)
+def test_any_package_stopper_decides_as_the_online_stopper(make_policy, tmp_path: Path) -> None:
+    # The Trainer's events without a Trainer: a loss that plateaus, an eval that peaks.
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    evals = [0.30, 0.45, 0.60, 0.70, 0.72, 0.65, 0.55, 0.50, 0.40, 0.35]
+    losses = [1.0, 0.8, 0.7, 0.69, 0.68, 0.68, 0.68, 0.67, 0.67, 0.67]
+    args = TrainingArguments(str(tmp_path), eval_strategy="steps", eval_steps=10, report_to=[])
+    state = SimpleNamespace(
+        global_step=0,
+        max_steps=100,
+        eval_steps=10,
+        num_train_epochs=1,
+        log_history=[],
+        stateful_callbacks={},
+        is_world_process_zero=True,
+    )
+    stop = EvalStopCallback(make_policy(), metric="eval_reward")
+    control = TrainerControl()
+    stop.on_train_begin(args, state, control)
+    online = OnlineStopper(make_policy(), 10)
+    for i, (value, loss) in enumerate(zip(evals, losses), start=1):
+        state.global_step = 10 * i
+        state.log_history.append({"loss": loss, "step": state.global_step})
+        stop.on_evaluate(args, state, control, metrics={"eval_reward": value})
+        expected = online.observe(value, loss=loss, step=state.global_step)
+        assert control.should_training_stop == expected
+        if expected:
+            break
+    assert stop.stopped and stop.decisions == online.decisions
+    assert (stop.stop_step, stop.best_step) == (online.stop_step, online.best_step)
