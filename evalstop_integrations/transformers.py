@@ -195,6 +195,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
                 "pin": self.pin,
                 "job_type": self.job_type,
                 "loss_key": self.loss_key,
+                "scale": None if self.stopper is None else self.stopper.scale.to_dict(),
                 "policy_name": policy_name(self.policy),
             },
             "attributes": {
@@ -226,6 +227,8 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             self.history = [dict(h) for h in saved["history"]]
             self._pinned_step = self.best_step if self.pin else None
         self._restored = None
+        if self.stopped:
+            control.should_training_stop = True  # resumed from a run it had stopped
         if args.save_strategy == SaveStrategy.BEST and args.metric_for_best_model not in (
             self.metric,
             self.metric.removeprefix("eval_"),
@@ -269,6 +272,11 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             # The checkpoint it would deliver is this step's: make sure one is written.
             control.should_save = True
         if stop:
+            control.should_training_stop = True
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """Keep a run it has stopped stopped (a resume from its last checkpoint runs one step)."""
+        if self.stopped:
             control.should_training_stop = True
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -225,6 +225,13 @@ def test_a_resumed_run_makes_the_same_decisions(tmp_path: Path, restore_flag: bo
     )
     assert live.delivered_checkpoint is not None
 
+    # Resumed from the checkpoint of its stop, the run stays stopped (after one step).
+    after = EvalStopCallback(EvalStop(2))
+    trainer = make_trainer(tmp_path / "whole", [after], max_steps=MAX_STEPS)
+    trainer.train(resume_from_checkpoint=str(tmp_path / "whole" / f"checkpoint-{whole.stop_step}"))
+    assert trainer.state.global_step <= whole.stop_step + 1
+    assert after.decisions == whole.decisions
+
 
 def test_it_counts_the_runs_evaluations() -> None:
     from evalstop_integrations.transformers import _count_evals
