@@ -13,7 +13,8 @@
 Tune calls the stopper with every result a trial reports; a result carrying ``metric``
 is fed to that trial's own :class:`~baselines.online.OnlineStopper` (the object the
 offline replay of a log uses), and the trial stops when it says so.  Results without
-the metric are ignored.  Unlike Tune's ``TrialPlateauStopper`` (a standard deviation
+the metric, and a result at a step already fed (Tune repeats a trial's last result when
+it ends), are ignored.  Unlike Tune's ``TrialPlateauStopper`` (a standard deviation
 threshold in the metric's own units) the default ``EvalStop(2)`` needs no scale.
 """
 
@@ -76,6 +77,7 @@ class EvalStopStopper(Stopper):
         self.job_type = job_type
         self.scale = scale
         self._stoppers: dict[str, OnlineStopper] = {}
+        self._last_step: dict[str, int] = {}
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         """Feed the trial's result to its stopper; True once the stopper has said stop."""
@@ -86,7 +88,12 @@ class EvalStopStopper(Stopper):
         if value is None:
             return False
         step = result.get(self.step_key)
-        return bool(stopper.observe(value, step=None if step is None else int(step)))
+        step = None if step is None else int(step)
+        if step is not None and step <= self._last_step.get(trial_id, -1):
+            return False  # a result seen already: Tune re-sends a trial's last one when it ends
+        if step is not None:
+            self._last_step[trial_id] = step
+        return bool(stopper.observe(value, step=step))
 
     def stop_all(self) -> bool:
         """Never stops the whole experiment: each trial is judged on its own results."""

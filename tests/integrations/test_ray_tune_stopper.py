@@ -42,6 +42,10 @@ def test_the_stopper_without_ray_running_matches_the_offline_replay() -> None:
     assert said.index(True) + 1 == offline.stop_step == PEAK + 3
     assert all(said[said.index(True) :])  # once stopped, it stays stopped
     assert stop.stopper("t").best_step == offline.best_step == PEAK + 1
+    again = EvalStopStopper(EvalStop(2), metric="score", n_checkpoints=N)
+    assert again("v", {"score": 1.0, "training_iteration": 1}) is False
+    assert again("v", {"score": 1.0, "training_iteration": 1}) is False  # Tune's repeat
+    assert len(again.stopper("v").decisions) == 1
     assert stop("t", {"other": 1.0}) is True and stop("u", {"other": 1.0}) is False
     assert stop.stop_all() is False and stop.trials == ["t", "u"]
 
