@@ -27,6 +27,7 @@ import logging
 import math
 import os
 import shutil
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self._training = False
         self._pinned_step: int | None = None
         self._restored: dict[str, Any] | None = None
+        self._warned_missing = False
         #: One ``{"step", "value", "stop", "best_step"}`` per evaluation fed to the stopper.
         self.history: list[dict[str, Any]] = []
         if self.n_checkpoints is not None:
@@ -251,7 +253,17 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         """Feed the watched metric to the stopper; stop, and ask for a save at a new best."""
         if not self._training or self.stopper is None or self.stopper.stopped:
             return
-        value = as_value((metrics or {}).get(self.metric), self.metric)
+        metrics = metrics or {}
+        if self.metric not in metrics:
+            if not self.history and not self._warned_missing:
+                self._warned_missing = True
+                warnings.warn(
+                    f"EvalStopCallback: metric={self.metric!r} is not in the evaluation's "
+                    f"metrics {sorted(metrics)}; evaluations without it are not decided",
+                    stacklevel=2,
+                )
+            return
+        value = as_value(metrics[self.metric], self.metric)
         if value is None:
             return
         step = int(state.global_step)

@@ -352,3 +352,27 @@ def test_any_package_stopper_decides_as_the_online_stopper(make_policy, tmp_path
             break
     assert stop.stopped and stop.decisions == online.decisions
     assert (stop.stop_step, stop.best_step) == (online.stop_step, online.best_step)
+
+
+def test_a_metric_the_evaluations_lack_is_named_with_the_ones_they_have(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    args = TrainingArguments(str(tmp_path), eval_strategy="steps", eval_steps=10, report_to=[])
+    state = SimpleNamespace(
+        global_step=10,
+        max_steps=100,
+        eval_steps=10,
+        num_train_epochs=1,
+        log_history=[],
+        stateful_callbacks={},
+        is_world_process_zero=True,
+    )
+    stop = EvalStopCallback(metric="eval_los")
+    stop.on_train_begin(
+        args, SimpleNamespace(**{**vars(state), "global_step": 0}), TrainerControl()
+    )
+    with pytest.warns(UserWarning, match=r"metrics \['epoch', 'eval_loss'\]; evaluations"):
+        stop.on_evaluate(args, state, TrainerControl(), metrics={"eval_loss": 1.0, "epoch": 1.0})
+    assert stop.decisions == []
