@@ -311,9 +311,12 @@ def add_curves_parser(sub: Any) -> None:
     """``curves``: generate and fit real micro-RLHF training curves."""
     from evalstop_corpora.micro_rlhf.generate import add_arguments
     from evalstop_experiments import regime_fit
+    from evalstop_experiments.replay import add_replay_parser
 
-    c = sub.add_parser("curves", help="real micro-RLHF training curves: generate, fit")
-    regime_fit.add_parser(add_arguments(c))
+    c = sub.add_parser("curves", help="real training curves: generate, fit, fit-regime, replay")
+    curves_sub = add_arguments(c)
+    regime_fit.add_parser(curves_sub)
+    add_replay_parser(curves_sub)
     c.set_defaults(func=cmd_curves)
 
 

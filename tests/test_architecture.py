@@ -28,6 +28,8 @@ PACKAGES: dict[str, int] = {
     "baselines": 1,
     "evalstop_corpora": 1,
     "evalstop_experiments": 2,
+    # The live integrations (transformers/TRL, Optuna, Ray Tune) sit beside the harness.
+    "evalstop_integrations": 2,
     "evalstop_cli": 3,
 }
 

@@ -14,7 +14,14 @@ from readme_snippets import pages, run_snippet, snippets
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
 README_PATH = ROOT / "README.md"
-PACKAGES = ("evalstop_gym", "evalstop_corpora", "baselines", "evalstop_experiments", "evalstop_cli")
+PACKAGES = (
+    "evalstop_gym",
+    "evalstop_corpora",
+    "baselines",
+    "evalstop_experiments",
+    "evalstop_cli",
+    "evalstop_integrations",
+)
 
 
 def _tree() -> set[str]:

@@ -351,7 +351,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> Any:
         required=True,
         help="output folder for gao_fits.csv, gao_fits.png, gao_summary.json",
     )
-    return sub  # the CLI adds subcommands of other layers (fit-regime) to it
+    return sub  # the command line adds subcommands of other layers (fit-regime, replay) to it
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ step        yes       non-negative integer optimiser step of the checkpoint
 eval        yes       number: the measured (noisy) eval score the stopper observes
 loss        yes       finite number: the training loss at that checkpoint
 proxy       no        finite number: proxy reward (reward-model score) of the policy
-kl          no        finite number >= 0: KL(policy || initial policy), nats per sequence
+kl          no        finite number >= -0.05: KL(policy || initial policy), nats (see below)
 gold        no        finite number: the true ("gold") score, measured with little noise
 label       no        ``"hacking"``, ``"healthy"``, ``true`` (= hacking), ``false`` or ``null``
 meta        no        JSON object of run-level information (hyperparameters, source)
@@ -26,7 +26,11 @@ Numbers are finite with magnitude at most 1e9 (``MAX_ABS_VALUE``); steps are at 
 UTF-8 (a byte-order mark is accepted). An optional field is present on every line of a run or on
 none of them; ``label`` must be the same
 on every line that carries it; ``meta`` is written on a run's first line and, if repeated, must be
-identical. Non-finite numbers (``NaN``, ``Infinity``) are rejected. Example::
+identical. Non-finite numbers (``NaN``, ``Infinity``) are rejected. A KL is >= 0, but real logs
+carry *estimates*: TRL's ``RLOOTrainer`` logs the mean log-ratio of sampled tokens, a signed
+estimate that dips slightly below 0 while the true KL is near 0 (early in a run).  So a KL down to
+``-KL_TOLERANCE`` (0.05 nats) is accepted and kept as logged; a lower one is a corrupt or
+mislabelled column and is refused. Example::
 
     {"run_id": "r1", "step": 0, "eval": 0.01, "loss": 0.5, "gold": 0.0, "label": "hacking"}
     {"run_id": "r1", "step": 10, "eval": 0.42, "loss": 0.3, "gold": 0.4, "label": "hacking"}
@@ -70,6 +74,12 @@ _OPTIONAL_SERIES = ("proxy", "kl", "gold")
 MAX_ABS_VALUE = 1e9
 #: Largest optimiser step (steps are stored as int64).
 MAX_STEP = 10**15
+#: How far below 0 a logged KL estimate may be (nats): signed estimators (TRL RLOO's mean
+#: log-ratio) dip slightly below 0 while the true KL is near 0.
+KL_TOLERANCE = 0.05
+_KL_NOTE = f"(a KL; estimates down to -{KL_TOLERANCE:g} are accepted)"
+#: The part of a KL refusal that says what is allowed.
+KL_ALLOWED = f"a number >= 0 {_KL_NOTE}"
 _LABEL_VALUES = {"hacking": True, "healthy": False, True: True, False: False}
 
 
@@ -153,8 +163,8 @@ class CurveTrace:
                 raise CurveTraceError(
                     f"{where}: field {name!r} must be finite, of magnitude <= {MAX_ABS_VALUE:g}"
                 )
-            if name == "kl" and np.any(arr < 0):
-                raise CurveTraceError(f"{where}: field 'kl' must be >= 0")
+            if name == "kl" and np.any(arr < -KL_TOLERANCE):
+                raise CurveTraceError(f"{where}: field 'kl' must be >= 0 {_KL_NOTE}")
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
         if self.label is not None:
@@ -408,9 +418,9 @@ def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> li
         run["cols"]["loss"].append(_number(obj["loss"], path, lineno, "loss"))
         for name in run["optional"]:
             value = _number(obj[name], path, lineno, name)
-            if name == "kl" and value < 0:
+            if name == "kl" and value < -KL_TOLERANCE:
                 raise CurveTraceError(
-                    f"{location(path, lineno)}: field 'kl': expected a number >= 0, got {value!r}"
+                    f"{location(path, lineno)}: field 'kl': expected {KL_ALLOWED}, got {value!r}"
                 )
             run["optional"][name].append(value)
     if not runs:

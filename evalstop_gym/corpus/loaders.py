@@ -7,8 +7,10 @@ rule of :func:`~evalstop_gym.corpus.analysis.label_hacking`. Numpy only.
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ import numpy as np
 from ..fileio import utf8_error_line
 from .analysis import label_hacking
 from .format import (
+    KL_ALLOWED,
+    KL_TOLERANCE,
     MAX_ABS_VALUE,
     MAX_STEP,
     CurveTrace,
@@ -46,6 +50,37 @@ def _align_last(series_steps: Sequence[int], values: Sequence[float], at: np.nda
     return vals[np.clip(idx, 0, None)]
 
 
+#: Keys of a log row that are bookkeeping, not metrics: never offered as an eval or loss key.
+_BOOKKEEPING = frozenset(
+    {"step", "epoch", "global_step", "train/global_step", "eval/global_step", "total_flos"}
+)
+
+
+def _keys_like(records: Sequence[tuple[int, int, Mapping[str, Any]]], eval_side: bool) -> list[str]:
+    """The metric keys the records carry: the eval ones (``eval_*``, ``eval/*``) or the others."""
+    keys: set[str] = set()
+    for _, _, rec in records:
+        keys.update(k for k in rec if isinstance(k, str) and k not in _BOOKKEEPING)
+    evals = {k for k in keys if k.startswith(("eval_", "eval/"))}
+    return sorted(evals if eval_side else keys - evals)
+
+
+def _shown(keys: list[str], wanted: str, limit: int = 40) -> str:
+    """``keys`` as a list for a message (cut after ``limit``), and the ones close to ``wanted``."""
+    listed = (
+        repr(keys)
+        if len(keys) <= limit
+        else repr(keys[:limit])[:-1] + f", ... {len(keys) - limit} more]"
+    )
+    close = difflib.get_close_matches(wanted, keys, n=3, cutoff=0.5)
+    return listed + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
+
+
+def _warn(path: Path, message: str) -> None:
+    """One line naming the file: a loader's result that is valid but probably not what was meant."""
+    warnings.warn(f"{path}: {message}", UserWarning, stacklevel=4)
+
+
 def _build_from_records(
     path: Path,
     records: Sequence[tuple[int, int, Mapping[str, Any]]],
@@ -58,11 +93,17 @@ def _build_from_records(
     gold_key: str | None,
     run_id: str,
     meta: dict[str, Any],
+    greater_is_better: bool = True,
+    default_keys: frozenset[str] = frozenset(),
 ) -> CurveTrace:
     """Turn (position, step, metrics) records into a trace; shared by the log loaders.
 
     Eval records define the checkpoints; loss, proxy, KL and gold are aligned to them with
     :func:`_align_last` (gold, when logged with the eval, is aligned the same way).
+    ``greater_is_better=False`` negates the eval (a trace's eval is a score: higher is
+    better), recorded as ``meta["eval_negated"] = True``.  Warns (one line naming the file
+    and key) when an optional key not in ``default_keys`` never occurs, when an aligned
+    series is constant, and when a loss-like eval key is read as higher-is-better.
     """
 
     def loc(pos: int) -> str:
@@ -77,9 +118,9 @@ def _build_from_records(
             if key is None or key not in rec or rec[key] is None or rec[key] == "":
                 continue
             value = _metric_value(rec[key], f"{loc(pos)}: field {key!r}")
-            if role == "kl" and value < 0:
+            if role == "kl" and value < -KL_TOLERANCE:
                 raise CurveTraceError(
-                    f"{loc(pos)}: field {key!r}: expected a number >= 0, got {value!r}"
+                    f"{loc(pos)}: field {key!r}: expected {KL_ALLOWED}, got {value!r}"
                 )
             if role == "eval":
                 if eval_steps and step <= eval_steps[-1]:
@@ -95,21 +136,59 @@ def _build_from_records(
                 v.append(float(value))
     if not eval_steps:
         raise CurveTraceError(
-            f"{path}: no entry carries the eval key {eval_key!r}; pass eval_key= to choose the "
+            f"{path}: no entry carries the eval key {eval_key!r}; the file's eval keys: "
+            f"{_shown(_keys_like(records, eval_side=True), eval_key)}; pass eval_key= to choose the "
             "logged eval metric"
         )
     if "loss" not in series:
         raise CurveTraceError(
-            f"{path}: no entry carries the loss key {loss_key!r}; pass loss_key= to choose the "
+            f"{path}: no entry carries the loss key {loss_key!r}; the file's training keys: "
+            f"{_shown(_keys_like(records, eval_side=False), loss_key)}; pass loss_key= to choose the "
             "logged training loss"
         )
+    for role in ("proxy", "kl", "gold"):
+        key = wanted[role]
+        if key is not None and role not in series and key not in default_keys:
+            _warn(
+                path,
+                f"{role}_key {key!r} never occurs, so the trace has no {role} series; the file's "
+                f"keys: {_shown(_keys_like(records, False) + _keys_like(records, True), key)}",
+            )
     at = np.array(eval_steps, dtype=np.int64)
     aligned = {role: _align_last(*series[role], at) for role in series}
+    if len(at) > 1:
+        constant = [("eval", eval_key, np.array(eval_vals))]
+        constant += [(role, wanted[role], aligned[role]) for role in aligned]
+        for role, key, values in constant:
+            # Constant up to float noise (RLOO's eval_loss is 0 +- 1e-7 at every eval).
+            if np.ptp(values) <= 1e-6 * max(1.0, float(np.abs(values).max())):
+                once = (
+                    f" (logged only at step {series[role][0][0]}: a summary key such as HF's "
+                    "end-of-training 'train_loss'?)"
+                    if role != "eval" and len(set(series[role][0])) < 2
+                    else ""
+                )
+                _warn(
+                    path,
+                    f"{role} key {key!r} gives every one of the {len(at)} checkpoints the same "
+                    f"value {values[0]:.6g}{once}",
+                )
+    evals = np.array(eval_vals)
+    if greater_is_better:
+        if "loss" in eval_key.lower():
+            _warn(
+                path,
+                f"eval key {eval_key!r} is read as higher-is-better; for a loss pass "
+                "greater_is_better=False",
+            )
+    else:
+        evals = -evals
+        meta = {**meta, "eval_negated": True}
     gold = aligned.get("gold")
     return CurveTrace(
         run_id=run_id,
         step=at,
-        eval=np.array(eval_vals),
+        eval=evals,
         loss=aligned["loss"],
         proxy=aligned.get("proxy"),
         kl=aligned.get("kl"),
@@ -169,6 +248,7 @@ def load_trl_trainer_state(
     proxy_key: str | None = None,
     kl_key: str | None = None,
     gold_key: str | None = None,
+    greater_is_better: bool = True,
 ) -> CurveTrace:
     """Load a HuggingFace/TRL ``trainer_state.json`` as a trace.
 
@@ -181,24 +261,36 @@ def load_trl_trainer_state(
 
     Args:
         path: The ``trainer_state.json`` file.
-        eval_key: Metric of the eval entries, e.g. ``"eval_reward"`` or
-            ``"eval_rewards/accuracies"``.
-        loss_key: Metric of the training entries.
+        eval_key: Metric of the eval entries, e.g. ``"eval_reward"``,
+            ``"eval_rewards/accuracies"`` (DPOTrainer) or ``"eval_loss"`` (with
+            ``greater_is_better=False``).
+        loss_key: Metric of the training entries (``"loss"``; not ``"train_loss"``, HF's
+            end-of-training summary, which would give every checkpoint one value).
         run_id: Name of the run; default: the output folder (the parent of ``checkpoint-N``).
         proxy_key: Optional proxy-reward metric, e.g. ``"reward"`` or
             ``"rewards/<reward function>/mean"`` (GRPOTrainer), ``"objective/scores"`` (PPO).
-        kl_key: Optional KL metric, e.g. ``"kl"`` (GRPOTrainer, logged only when its ``beta``
-            is not 0) or ``"objective/kl"`` (PPO).
+        kl_key: Optional KL metric, e.g. ``"kl"`` (GRPOTrainer and RLOOTrainer, logged only
+            when their ``beta`` is not 0; RLOO's is a signed estimate, accepted down to
+            ``-KL_TOLERANCE``) or ``"objective/kl"`` (PPO).
         gold_key: Optional gold metric; when given the trace is labelled by
             :func:`label_hacking`.
+        greater_is_better: False for an eval metric to minimise (``"eval_loss"``): the
+            trace's eval is then its negation (a trace's eval is a score), and
+            ``meta["eval_negated"]`` is True.
 
     Returns:
-        The trace, ``meta = {"source": "trl", "path": ...}``.
+        The trace, ``meta = {"source": "trl", "path": ..., "eval_key": ...}``.
+
+    Warns:
+        UserWarning: (one line naming the file and key) an optional key that never occurs,
+            a series that is the same at every checkpoint, a loss-like ``eval_key`` read as
+            higher-is-better.
 
     Raises:
         CurveTraceError: Invalid JSON (with its line), no ``log_history`` list, an entry that is
             not an object or lacks a valid ``step`` (with its ``log_history`` index), a
-            non-numeric metric, non-increasing eval steps, or a missing eval or loss key.
+            non-numeric metric, non-increasing eval steps, or a missing eval or loss key (the
+            message lists the keys the file has).
     """
     path = Path(path)
     try:
@@ -238,7 +330,8 @@ def load_trl_trainer_state(
         kl_key=kl_key,
         gold_key=gold_key,
         run_id=run_id or _default_run_id(path),
-        meta={"source": "trl", "path": str(path)},
+        meta={"source": "trl", "path": str(path), "eval_key": eval_key},
+        greater_is_better=greater_is_better,
     )
 
 
@@ -282,6 +375,8 @@ def _openrlhf_csv_records(path: Path, step_in: Any) -> list[tuple[int, int, Mapp
     return records
 
 
+#: The optional keys :func:`load_openrlhf_log` reads by default: their absence is no surprise.
+_OPENRLHF_DEFAULT_KEYS = frozenset({"train/reward", "train/kl"})
 _OPENRLHF_STEP_KEYS = ("global_step", "step", "train/global_step", "eval/global_step")
 
 
@@ -296,13 +391,15 @@ def load_openrlhf_log(
     gold_key: str | None = None,
     step_key: str | None = None,
     fmt: str | None = None,
+    greater_is_better: bool = True,
 ) -> CurveTrace:
     """Load an OpenRLHF-style metric log (JSONL or CSV) as a trace.
 
     Each row holds a step column and any of ``train/...`` and ``eval/...`` metrics (empty CSV
     cells or missing JSON keys mean "not logged in this row"). The checkpoints are the rows
     carrying ``eval_key``; the other series are aligned to them as in
-    :func:`load_trl_trainer_state`. Optional series whose key never appears are ``None``.
+    :func:`load_trl_trainer_state`. Optional series whose key never appears are ``None`` (with a
+    warning, unless the key is this loader's default).
 
     Args:
         path: The ``.jsonl``/``.json``/``.log`` (JSON lines) or ``.csv`` file.
@@ -315,9 +412,14 @@ def load_openrlhf_log(
         step_key: Step column; default: the first of ``global_step``, ``step``,
             ``train/global_step``, ``eval/global_step`` present in each row.
         fmt: ``"jsonl"`` or ``"csv"``; default: from the file extension.
+        greater_is_better: False for an eval metric to minimise: as in
+            :func:`load_trl_trainer_state`.
 
     Returns:
-        The trace, ``meta = {"source": "openrlhf", "path": ...}``.
+        The trace, ``meta = {"source": "openrlhf", "path": ..., "eval_key": ...}``.
+
+    Warns:
+        UserWarning: as :func:`load_trl_trainer_state`.
 
     Raises:
         CurveTraceError: A malformed row; the message names the file, 1-based line and field.
@@ -352,5 +454,7 @@ def load_openrlhf_log(
         kl_key=kl_key,
         gold_key=gold_key,
         run_id=run_id or path.stem,
-        meta={"source": "openrlhf", "path": str(path)},
+        meta={"source": "openrlhf", "path": str(path), "eval_key": eval_key},
+        greater_is_better=greater_is_better,
+        default_keys=_OPENRLHF_DEFAULT_KEYS,
     )

@@ -1,0 +1,83 @@
+"""What the integrations share: the default policy, checks of their arguments, one stopper.
+
+Every integration builds its :class:`~baselines.online.OnlineStopper` here, so the three
+read their arguments the same way and refuse bad ones with the same one-line message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from baselines.online import OnlineStopper
+from baselines.policies import EvalStop, Policy
+from evalstop_gym.errors import ConfigError, is_integer
+
+
+def resolve_policy(policy: Policy | None) -> Policy:
+    """``policy``, or the paper's detector ``EvalStop(k=2)`` for ``None``.
+
+    Raises:
+        ConfigError: ``policy`` lacks the stopper interface (``reset()`` and ``act(obs)``).
+    """
+    if policy is None:
+        return EvalStop(2)
+    if not (callable(getattr(policy, "act", None)) and callable(getattr(policy, "reset", None))):
+        raise ConfigError(
+            "policy", policy, "a stopper with reset() and act(obs) (e.g. baselines.EvalStop(2))"
+        )
+    return policy
+
+
+def policy_name(policy: Policy) -> str:
+    """The name a policy reports (its ``name``, else its class name)."""
+    return str(getattr(policy, "name", type(policy).__name__))
+
+
+def check_n_checkpoints(n_checkpoints: Any, *, optional: bool = False) -> int | None:
+    """``n_checkpoints`` as an int >= 1 (``None`` passes when ``optional``).
+
+    Raises:
+        ConfigError: Not an integer >= 1.
+    """
+    if n_checkpoints is None and optional:
+        return None
+    if not is_integer(n_checkpoints) or n_checkpoints < 1:
+        allowed = "an integer >= 1" + (" or None (work it out from the run)" if optional else "")
+        raise ConfigError("n_checkpoints", n_checkpoints, allowed)
+    return int(n_checkpoints)
+
+
+def check_metric(metric: Any) -> str:
+    """``metric`` as a non-empty string (the key a tool reports the watched value under)."""
+    if not isinstance(metric, str) or not metric:
+        raise ConfigError("metric", metric, "the non-empty name of a reported metric")
+    return metric
+
+
+def new_stopper(
+    policy: Policy,
+    n_checkpoints: int,
+    *,
+    greater_is_better: bool,
+    job_type: str = "rlhf",
+    scale: Any = None,
+) -> OnlineStopper:
+    """A fresh :class:`OnlineStopper` (the policy is reset by it, as before an episode)."""
+    return OnlineStopper(
+        policy, n_checkpoints, job_type=job_type, greater_is_better=greater_is_better, scale=scale
+    )
+
+
+def as_value(value: Any, where: str) -> float | None:
+    """A reported metric as a float; ``None`` for a missing or non-finite value.
+
+    Tools report tensors, NumPy scalars or plain numbers; a NaN eval (a diverged run) is
+    skipped rather than fed to the stopper, which needs finite values.
+    """
+    if value is None:
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(where, value, "a number") from None
+    return out if out == out and abs(out) != float("inf") else None

@@ -1,0 +1,202 @@
+"""Replay of a user's own logs: the decisions OnlineStopper takes live, per run and stopper."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baselines import Cusum, EvalStop, LossPlateau, NoStop, StopAtProgress
+from baselines.bayes import BayesStopper
+from baselines.floors import FirstEvalGate
+from baselines.online import OnlineStopper, ScaleRule
+from evalstop_cli.main import main
+from evalstop_experiments.replay import (
+    format_table,
+    read_runs,
+    replay,
+    stopper_factory,
+)
+from evalstop_gym.corpus import CurveTrace, write_traces
+from evalstop_gym.errors import ConfigError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "curves"
+DPO_NOISY = DATA / "trl" / "dpo_noisy" / "trainer_state.json"
+DPO_CLEAN = DATA / "trl" / "dpo_clean"  # a folder holding trainer_state.json
+GRPO = DATA / "trl" / "grpo" / "trainer_state.json"
+
+
+def test_replay_of_an_over_fitting_dpo_run_on_its_eval_loss() -> None:
+    (trace,) = read_runs(DPO_NOISY, metric="eval_loss", greater_is_better=False)
+    r = replay(trace, "evalstop:2", gpus=8, gpu_hours_per_step=0.01)
+    # eval_loss bottoms out at step 48, rises at 54 and 60: two declines of the score.
+    assert (r.stop_step, r.delivered_step) == (60, 48)
+    assert r.delivered_value == pytest.approx(0.5786, abs=1e-4)  # the log's own units
+    assert r.steps_saved == 60 and r.gpu_hours_saved == pytest.approx(60 * 0.01 * 8)
+    assert r.best_step == 102 and r.delivered_gold is None
+    never = replay(trace, "nostop")
+    assert never.stop_step is None and never.delivered_step == never.best_step == 102
+    assert never.steps_saved == 0
+
+
+def test_replay_goes_through_the_online_stopper() -> None:
+    (trace,) = read_runs(GRPO, metric="eval_reward")
+    for policy in (EvalStop(1), Cusum(0.05), LossPlateau(1, 0.5)):
+        live = OnlineStopper(policy, len(trace))
+        for s, v, lo in zip(trace.step, trace.eval, trace.loss, strict=True):
+            if live.observe(float(v), loss=float(lo), step=int(s)):
+                break
+        r = replay(trace, policy)
+        assert list(r.decisions) == live.decisions
+        assert r.stop_step == live.stop_step
+
+
+def test_replay_needs_no_gold_and_no_label() -> None:
+    t = CurveTrace("mine", [10, 20, 30, 40, 50], [0.1, 0.5, 0.4, 0.3, 0.2], [1.0] * 5)
+    r = replay(t, EvalStop(2))
+    assert (r.stop_step, r.delivered_step, r.steps_saved) == (40, 20, 10)
+    assert "mine" in format_table([r])
+
+
+def test_a_scale_changes_what_a_scale_dependent_stopper_sees() -> None:
+    t = CurveTrace("r", np.arange(8), [1.0, 3.0, 2.8, 3.5, 3.9, 3.0, 2.0, 1.0], np.ones(8))
+    assert replay(t, "cusum:0.1").stop_step == 2
+    rule = ScaleRule.fit([[1.0, 3.0, 5.0], [1.2, 2.7, 3.6], [0.9, 4.2, 3.9]])
+    assert replay(t, "cusum:0.1", scale=rule).stop_step == 5
+
+
+def test_a_corpus_jsonl_replays_each_run_and_can_watch_gold(tmp_path) -> None:
+    runs = read_runs(DATA / "traces.jsonl")
+    assert [t.run_id for t in runs] == ["toy-hacking", "toy-healthy"]
+    r = replay(runs[0], "evalstop:1")
+    assert r.delivered_gold == runs[0].gold[list(runs[0].step).index(r.delivered_step)]
+    write_traces(runs[:1], tmp_path / "one.jsonl")
+    (gold,) = read_runs(tmp_path / "one.jsonl", metric="gold")
+    assert gold.eval.tolist() == runs[0].gold.tolist()
+    with pytest.raises(ConfigError, match=r"'toy-healthy'.*has none"):
+        read_runs(DATA / "traces.jsonl", metric="gold")  # the healthy run has none
+    with pytest.raises(ConfigError, match="'eval' or 'gold'"):
+        read_runs(DATA / "traces.jsonl", metric="eval_reward")
+
+
+def test_openrlhf_logs_replay() -> None:
+    for name in ("openrlhf_metrics.jsonl", "openrlhf_metrics.csv"):
+        (t,) = read_runs(DATA / name)
+        assert len(replay(t, "evalstop:2").decisions) >= 1
+
+
+@pytest.mark.parametrize(
+    "spec, cls",
+    [
+        ("nostop", NoStop),
+        ("evalstop", EvalStop),
+        ("EvalStop:3", EvalStop),
+        ("cusum", Cusum),
+        ("cusum:0.2,0.01", Cusum),
+        ("lossplateau:2,0.05", LossPlateau),
+        ("stopat:0.5", StopAtProgress),
+        ("gate:0.3,0.4", FirstEvalGate),
+        ("bayes:hard", BayesStopper),
+        ("baselines.policies:NoStop", NoStop),
+    ],
+)
+def test_policy_specs(spec: str, cls: type) -> None:
+    policy = stopper_factory(spec)(12)
+    assert isinstance(policy, cls)
+    if spec == "EvalStop:3":
+        assert policy.k == 3
+    if cls is BayesStopper:
+        assert policy.k == 12  # a run of 12 evaluations, whatever the calibration's K
+
+
+def test_a_user_policy_file(tmp_path) -> None:
+    f = tmp_path / "mine.py"
+    f.write_text(
+        "class StopAtThird:\n"
+        "    name = 'third'\n"
+        "    def reset(self):\n        pass\n"
+        "    def act(self, obs):\n        return int(obs['progress'][0] > 0.25)\n"
+    )
+    t = CurveTrace("r", np.arange(10), np.arange(10.0), np.ones(10))
+    assert replay(t, f"{f}:StopAtThird").stop_step == 2
+
+
+@pytest.mark.parametrize(
+    "spec", ["evalstop:x", "evalstop:1.5", "cusum:-1", "cusum:1,2,3", "gate:0.3", "stopat", "what"]
+)
+def test_bad_specs_are_one_line_errors(spec: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        stopper_factory(spec)
+    assert "\n" not in str(e.value)
+
+
+def test_cli_prints_a_table_plots_and_writes_json(tmp_path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "stops.png"
+    code = main(
+        [
+            "curves",
+            "replay",
+            str(DPO_NOISY),
+            str(DPO_CLEAN),
+            "--metric",
+            "eval_loss",
+            "--lower-is-better",
+            "--policy",
+            "evalstop:2",
+            "--policy",
+            "cusum:0.02",
+            "--gpus",
+            "8",
+            "--gpu-hours-per-step",
+            "0.01",
+            "--plot",
+            str(out),
+            "--json",
+            str(tmp_path / "r.json"),
+        ]
+    )
+    text = capsys.readouterr().out
+    assert code == 0 and out.stat().st_size > 1000
+    lines = [ln for ln in text.splitlines() if ln.startswith("dpo_noisy  evalstop:2")]
+    assert lines and " 60 " in lines[0] and "48 (0.5786)" in lines[0] and "4.8" in lines[0]
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert {(r["run_id"], r["stopper"]) for r in rows} == {
+        (run, s) for run in ("dpo_noisy", "dpo_clean") for s in ("evalstop:2", "cusum:0.02")
+    }
+
+
+def test_cli_warns_on_one_line_and_scales_from_other_runs(capsys) -> None:
+    code = main(
+        [
+            "curves",
+            "replay",
+            str(GRPO),
+            "--metric",
+            "eval_reward",
+            "--policy",
+            "cusum",
+            "--scale-from",
+            str(DPO_CLEAN),
+        ]
+    )
+    assert code == 2  # the DPO log has no eval_reward: its keys are listed
+    err = capsys.readouterr().err
+    assert "eval_rewards/accuracies" in err and err.count("\n") == 1
+
+
+def test_cli_refuses_a_bad_policy_before_reading(capsys) -> None:
+    assert main(["curves", "replay", str(GRPO), "--policy", "evalstop:zero"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("evalstop-gym: error:") and "evalstop[:K]" in err
+
+
+def test_cli_loader_warnings_are_lines_on_stderr(capsys) -> None:
+    code = main(
+        ["curves", "replay", str(GRPO), "--metric", "eval_reward", "--loss-key", "train_loss"]
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "evalstop-gym: warning:" in captured.err and "'train_loss'" in captured.err

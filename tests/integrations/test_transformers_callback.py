@@ -1,0 +1,378 @@
+"""EvalStopCallback on real (tiny, local) transformers training runs.
+
+The planted decline is genuine over-fitting: a one-layer GPT-2 learns a counting
+language (each token is the previous one plus one) from 8 sequences with half their
+tokens replaced at random; the clean held-out eval loss first falls (it learns the
+rule) and then rises (it memorises the noise).  Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers import (  # noqa: E402
+    GPT2Config,
+    GPT2LMHeadModel,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+
+from baselines import Cusum, EvalStop, LossPlateau  # noqa: E402
+from baselines.online import OnlineStopper  # noqa: E402
+from evalstop_gym.errors import ConfigError  # noqa: E402
+from evalstop_integrations.transformers import PIN_DIR, EvalStopCallback  # noqa: E402
+
+VOCAB, LENGTH, MAX_STEPS, EVERY = 16, 12, 100, 5
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # Two cores shared by many processes: a tiny model is fastest on one thread.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_error()
+    yield
+    torch.set_num_threads(threads)
+
+
+def counting(n: int, noise: float, seed: int) -> list[dict]:
+    """``n`` counting sequences with a share ``noise`` of tokens replaced at random."""
+    rng = np.random.default_rng(seed)
+    x = (rng.integers(0, VOCAB, n)[:, None] + np.arange(LENGTH)[None]) % VOCAB
+    x = np.where(rng.random(x.shape) < noise, rng.integers(0, VOCAB, x.shape), x)
+    return [{"input_ids": torch.tensor(r), "labels": torch.tensor(r)} for r in x]
+
+
+def tiny_gpt2() -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=LENGTH,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    return GPT2LMHeadModel(config)
+
+
+def make_trainer(out: Path, callbacks: list, *, both_sets: bool = False, **overrides) -> Trainer:
+    settings = {
+        "max_steps": MAX_STEPS,
+        "eval_strategy": "steps",
+        "eval_steps": EVERY,
+        "save_strategy": "steps",
+        "save_steps": EVERY,
+        "save_total_limit": 1,
+        "learning_rate": 3e-3,
+        "lr_scheduler_type": "constant",
+        "per_device_train_batch_size": 8,
+        "per_device_eval_batch_size": 64,
+        "logging_steps": EVERY,  # the training loss goes with each eval (and into the log)
+        "report_to": [],
+        "seed": 0,
+        "use_cpu": True,
+        "disable_tqdm": True,
+        **overrides,
+    }
+    train, clean = counting(8, 0.5, seed=1), counting(64, 0.0, seed=2)
+    return Trainer(
+        model=tiny_gpt2(),
+        args=TrainingArguments(str(out), **settings),
+        train_dataset=train,
+        # both_sets: the metrics are eval_clean_loss and eval_train_loss
+        eval_dataset={"clean": clean, "train": train} if both_sets else clean,
+        callbacks=callbacks,
+    )
+
+
+def replay_log(checkpoint: Path, policy) -> OnlineStopper:
+    """The offline replay of a checkpoint's ``trainer_state.json``, read by the package's loader.
+
+    The run's planned evaluations K come from the callback's record in the same file: a
+    stopped run's log ends at the stop, and its last logged eval is not its K-th.
+    """
+    from evalstop_experiments.replay import read_runs
+
+    trace = read_runs(checkpoint, metric="eval_loss", greater_is_better=False)[0]
+    saved = json.loads((checkpoint / "trainer_state.json").read_text())
+    k = saved["stateful_callbacks"]["EvalStopCallback"]["args"]["n_checkpoints"]
+    stopper = OnlineStopper(policy, k)  # the loader negated the loss: higher is better
+    for step, value, loss in zip(trace.step, trace.eval, trace.loss):
+        if stopper.observe(float(value), loss=float(loss), step=int(step)):
+            break
+    return stopper
+
+
+def eval_losses(state) -> list[float]:
+    return [e["eval_loss"] for e in state.log_history if "eval_loss" in e]
+
+
+def weights(folder: str) -> dict:
+    import safetensors.torch
+
+    return safetensors.torch.load_file(os.path.join(folder, "model.safetensors"))
+
+
+class StopAt(TrainerCallback):
+    """Interrupts a run at a step (a pre-empted job), leaving a checkpoint to resume from."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            control.should_training_stop = True
+
+
+def test_it_stops_a_planted_decline_where_the_replay_of_its_log_says(tmp_path: Path) -> None:
+    stop = EvalStopCallback(EvalStop(2), metric="eval_loss", load_best_at_end=True)
+    trainer = make_trainer(tmp_path, [stop])
+    trainer.train()
+    losses = eval_losses(trainer.state)
+    # The decline is planted: the loss fell first, then rose twice in a row.
+    assert min(losses) < losses[0] and losses[-1] > losses[-2] > losses[-3]
+    assert stop.stopped and stop.stop_step == trainer.state.global_step < MAX_STEPS
+    assert stop.n_checkpoints == MAX_STEPS // EVERY
+
+    replayed = replay_log(tmp_path / f"checkpoint-{stop.stop_step}", EvalStop(2))
+    assert (replayed.stop_step, replayed.best_step) == (stop.stop_step, stop.best_step)
+    assert [d["action"] for d in replayed.decisions] == [d["action"] for d in stop.decisions]
+    assert stop.best_step == EVERY * (1 + int(np.argmin(losses)))
+
+    # save_total_limit=1 deleted the original checkpoint; the pinned copy is whole.
+    assert not (tmp_path / f"checkpoint-{stop.best_step}").exists()
+    delivered = stop.delivered_checkpoint
+    assert delivered == str(tmp_path / PIN_DIR / f"checkpoint-{stop.best_step}")
+    pinned_state = json.loads(Path(delivered, "trainer_state.json").read_text())
+    assert pinned_state["global_step"] == stop.best_step
+    assert sorted(p.name for p in (tmp_path / PIN_DIR).iterdir()) == [Path(delivered).name]
+    # load_best_at_end: the model holds the delivered weights, not the last step's.
+    held = {k: v.detach() for k, v in trainer.model.state_dict().items()}
+    for name, value in weights(delivered).items():
+        torch.testing.assert_close(held[name], value)
+    last_weights = weights(str(tmp_path / f"checkpoint-{stop.stop_step}"))
+    assert any(not torch.equal(held[k], v) for k, v in last_weights.items())
+
+    # The decisions are in the trainer's own log.
+    logged = [e for e in trainer.state.log_history if "evalstop_stop" in e]
+    assert [e["evalstop_stop"] for e in logged] == [
+        int(d["action"] == "stop") for d in stop.decisions
+    ]
+    assert logged[-1]["evalstop_best_step"] == stop.best_step
+
+
+def test_the_pin_holds_when_the_trainer_tracks_another_metric(tmp_path: Path) -> None:
+    # The trainer's best is the lowest loss on the training set, which memorisation keeps
+    # lowering: its best is always the newest checkpoint, the only one save_total_limit=1
+    # keeps.  The checkpoint EvalStop delivers (best clean eval loss) survives by its pin.
+    stop = EvalStopCallback(EvalStop(2), metric="eval_clean_loss")
+    trainer = make_trainer(
+        tmp_path,
+        [stop],
+        both_sets=True,
+        metric_for_best_model="eval_train_loss",
+        load_best_model_at_end=True,
+    )
+    trainer.train()
+    assert stop.stopped and stop.best_step < stop.stop_step
+    theirs = Path(trainer.state.best_model_checkpoint).name
+    assert theirs == f"checkpoint-{stop.stop_step}"
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == [theirs]
+    assert stop.delivered_checkpoint is not None
+    saved = json.loads(Path(stop.delivered_checkpoint, "trainer_state.json").read_text())
+    assert saved["global_step"] == stop.best_step
+
+
+@pytest.mark.parametrize("restore_flag", [False, True])
+def test_a_resumed_run_makes_the_same_decisions(tmp_path: Path, restore_flag: bool) -> None:
+    whole = EvalStopCallback(EvalStop(2))
+    make_trainer(tmp_path / "whole", [whole]).train()
+    assert whole.stopped and whole.stop_step > 2 * EVERY
+
+    # The same run, pre-empted one evaluation before the stop, then resumed in a new
+    # Trainer with a new callback: without its restored state it would run on.
+    cut = whole.stop_step - EVERY
+    first = EvalStopCallback(EvalStop(2))
+    make_trainer(tmp_path / "cut", [first, StopAt(cut)], save_total_limit=None).train()
+    assert not first.stopped and first.history[-1]["step"] == cut
+
+    again = EvalStopCallback(EvalStop(2))
+    trainer = make_trainer(
+        tmp_path / "cut",
+        [again],
+        save_total_limit=None,
+        restore_callback_states_from_checkpoint=restore_flag,
+    )
+    trainer.train(resume_from_checkpoint=str(tmp_path / "cut" / f"checkpoint-{cut}"))
+    live = next(c for c in trainer.callback_handler.callbacks if isinstance(c, EvalStopCallback))
+    assert (live.stop_step, live.best_step) == (whole.stop_step, whole.best_step)
+    assert live.decisions == whole.decisions
+    assert [h["step"] for h in live.history] == [h["step"] for h in whole.history]
+    np.testing.assert_allclose(
+        [h["value"] for h in live.history], [h["value"] for h in whole.history], rtol=1e-5
+    )
+    assert live.delivered_checkpoint is not None
+
+    # Resumed from the checkpoint of its stop, the run stays stopped (after one step).
+    after = EvalStopCallback(EvalStop(2))
+    trainer = make_trainer(tmp_path / "whole", [after], max_steps=MAX_STEPS)
+    trainer.train(resume_from_checkpoint=str(tmp_path / "whole" / f"checkpoint-{whole.stop_step}"))
+    assert trainer.state.global_step <= whole.stop_step + 1
+    assert after.decisions == whole.decisions
+
+
+def test_it_counts_the_runs_evaluations() -> None:
+    from evalstop_integrations.transformers import _count_evals
+
+    class State:
+        max_steps, eval_steps, num_train_epochs = 100, 30, 3
+
+    args = TrainingArguments("unused", eval_strategy="steps", eval_steps=30, report_to=[])
+    assert _count_evals(args, State) == 4  # steps 30, 60, 90 and the final step 100
+    State.eval_steps = 25
+    assert _count_evals(args, State) == 4
+    args = TrainingArguments("unused", eval_strategy="epoch", report_to=[])
+    assert _count_evals(args, State) == 3
+    args = TrainingArguments("unused", eval_strategy="no", report_to=[])
+    with pytest.raises(ConfigError, match="eval_strategy"):
+        _count_evals(args, State)
+
+
+def test_bad_arguments_fail_at_construction() -> None:
+    with pytest.raises(ConfigError, match="n_checkpoints=0"):
+        EvalStopCallback(n_checkpoints=0)
+    with pytest.raises(ConfigError, match="metric"):
+        EvalStopCallback(metric="")
+    with pytest.raises(ConfigError, match="policy"):
+        EvalStopCallback(policy=object())
+    with pytest.raises(ConfigError, match="greater_is_better"):
+        EvalStopCallback(greater_is_better="yes")
+
+
+def test_the_direction_follows_the_metric_name() -> None:
+    assert EvalStopCallback(metric="eval_loss").greater_is_better is False
+    assert EvalStopCallback(metric="eval_rewards/accuracies").greater_is_better is True
+    assert EvalStopCallback(metric="eval_loss", greater_is_better=True).greater_is_better
+
+
+def test_the_state_is_json_and_rebuilds_the_callback() -> None:
+    stop = EvalStopCallback(EvalStop(3), metric="eval_loss", n_checkpoints=10)
+    for step, value in enumerate([3.0, 2.0, 2.5], start=1):
+        stop.stopper.observe(value, step=step)
+    saved = json.loads(json.dumps(stop.state()))
+    rebuilt = EvalStopCallback.from_state(saved)
+    assert rebuilt.policy is stop.policy and rebuilt.n_checkpoints == 10
+    assert rebuilt._restored["stopper"] == stop.stopper.state_dict()
+    assert saved["attributes"]["_restored"]["history"] == []
+
+
+def test_without_the_pin_save_total_limit_deletes_what_it_would_deliver(tmp_path: Path) -> None:
+    stop = EvalStopCallback(EvalStop(2), pin=False)
+    make_trainer(tmp_path, [stop]).train()
+    assert stop.stopped and stop.best_step < stop.stop_step
+    assert stop.delivered_checkpoint is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"checkpoint-{stop.stop_step}"]
+
+
+def test_importing_the_package_imports_no_tool() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, evalstop_integrations; "
+        "print(sorted(m for m in ('transformers', 'optuna', 'ray', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_readme_callback_snippet_runs(tmp_path: Path, monkeypatch) -> None:
+    from readme_snippets import snippet
+
+    # The README's code, run as written, on this file's tiny model and data.
+    monkeypatch.chdir(tmp_path)
+    namespace = {
+        "__name__": "readme_snippet_live_callback",
+        "model": tiny_gpt2(),
+        "train_ds": counting(8, 0.5, seed=1),
+        "eval_ds": counting(64, 0.0, seed=2),
+    }
+    exec(compile(snippet("live-callback"), "README.md:live-callback", "exec"), namespace)
+    stop, trainer = namespace["stop"], namespace["trainer"]
+    assert stop.stopped and stop.stop_step == trainer.state.global_step
+    assert Path(stop.delivered_checkpoint, "trainer_state.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "make_policy",
+    [lambda: LossPlateau(window=2, tolerance=0.05), lambda: Cusum()],
+    ids=["LossPlateau", "Cusum"],
+)
+def test_any_package_stopper_decides_as_the_online_stopper(make_policy, tmp_path: Path) -> None:
+    # The Trainer's events without a Trainer: a loss that plateaus, an eval that peaks.
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    evals = [0.30, 0.45, 0.60, 0.70, 0.72, 0.65, 0.55, 0.50, 0.40, 0.35]
+    losses = [1.0, 0.8, 0.7, 0.69, 0.68, 0.68, 0.68, 0.67, 0.67, 0.67]
+    args = TrainingArguments(str(tmp_path), eval_strategy="steps", eval_steps=10, report_to=[])
+    state = SimpleNamespace(
+        global_step=0,
+        max_steps=100,
+        eval_steps=10,
+        num_train_epochs=1,
+        log_history=[],
+        stateful_callbacks={},
+        is_world_process_zero=True,
+    )
+    stop = EvalStopCallback(make_policy(), metric="eval_reward")
+    control = TrainerControl()
+    stop.on_train_begin(args, state, control)
+    online = OnlineStopper(make_policy(), 10)
+    for i, (value, loss) in enumerate(zip(evals, losses), start=1):
+        state.global_step = 10 * i
+        state.log_history.append({"loss": loss, "step": state.global_step})
+        stop.on_evaluate(args, state, control, metrics={"eval_reward": value})
+        expected = online.observe(value, loss=loss, step=state.global_step)
+        assert control.should_training_stop == expected
+        if expected:
+            break
+    assert stop.stopped and stop.decisions == online.decisions
+    assert (stop.stop_step, stop.best_step) == (online.stop_step, online.best_step)
+
+
+def test_a_metric_the_evaluations_lack_is_named_with_the_ones_they_have(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl
+
+    args = TrainingArguments(str(tmp_path), eval_strategy="steps", eval_steps=10, report_to=[])
+    state = SimpleNamespace(
+        global_step=10,
+        max_steps=100,
+        eval_steps=10,
+        num_train_epochs=1,
+        log_history=[],
+        stateful_callbacks={},
+        is_world_process_zero=True,
+    )
+    stop = EvalStopCallback(metric="eval_los")
+    stop.on_train_begin(
+        args, SimpleNamespace(**{**vars(state), "global_step": 0}), TrainerControl()
+    )
+    with pytest.warns(UserWarning, match=r"metrics \['epoch', 'eval_loss'\]; evaluations"):
+        stop.on_evaluate(args, state, TrainerControl(), metrics={"eval_loss": 1.0, "epoch": 1.0})
+    assert stop.decisions == []
