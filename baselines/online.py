@@ -4,10 +4,10 @@
 ``BayesStopper``, ``FirstEvalGate``, a ``Learned`` model, any user
 :class:`~baselines.policies.Policy`) and feeds it one evaluation of a real run
 at a time.  Each observation is built exactly as ``EvalStop-v0`` builds it for
-a lone job of ``n_checkpoints`` checkpoints (the same float32 row, through the
-env's own :func:`~evalstop_gym.envs.tables.observation_rows` and
-:func:`~evalstop_gym.sim.checkpoints.checkpoint_tables`), so a stopper decides
-on a user's run as it decides in the simulator::
+a lone job of ``n_checkpoints`` checkpoints (the same float32 row as
+:func:`~evalstop_gym.envs.tables.observation_rows` writes, the same decline
+count as :func:`~evalstop_gym.sim.checkpoints.checkpoint_tables`), so a stopper
+decides on a user's run as it decides in the simulator::
 
     stopper = OnlineStopper(EvalStop(2), n_checkpoints=20)
     for step, value in evaluations:       # e.g. from a TrainerCallback
@@ -54,10 +54,8 @@ import numpy as np
 
 from evalstop_gym.envs.config import parse_obs_fields
 from evalstop_gym.envs.core import BOUNDS, ObservationLayout
-from evalstop_gym.envs.tables import observation_rows
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.calibration import get_calibration
-from evalstop_gym.sim.checkpoints import checkpoint_tables
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 from .bayes import REAL_CURVE_NOISE, BayesStopper
@@ -365,6 +363,7 @@ class OnlineStopper:
         self._steps: list[int] = []
         self._decisions: list[dict[str, Any]] = []
         self._loss_base: float | None = None
+        self._declines = 0
         self._stop_index: int | None = None
         self._best_index: int | None = None
         self._warned_beyond = False
@@ -424,22 +423,36 @@ class OnlineStopper:
         return self.scale(v)
 
     def observation(self) -> dict[str, np.ndarray]:
-        """The observation after the last evaluation, as ``EvalStop-v0`` would show it."""
+        """The observation after the last evaluation, as ``EvalStop-v0`` would show it.
+
+        Field for field what :func:`~evalstop_gym.envs.tables.observation_rows` writes into
+        the env's row of a lone job after this checkpoint (the same float32 casts, clips,
+        masks and decline count; ``tests/policies/test_online.py`` checks it against the
+        env and against that function), built in O(W) rather than as a (K, D) table.
+        """
         i = min(len(self._values), self.n_checkpoints)
         if i == 0:
             raise RuntimeError("no evaluation observed yet: call observe() first")
-        declines = checkpoint_tables(self._evals)[1]
-        rows = observation_rows(
-            self.layout.fields,
-            np.array([self._type]),
-            declines,
-            self._evals,
-            self._loss,
-            self.layout.window,
-            len(JOB_TYPES),
-            BOUNDS,
-        )
-        return self.layout.split(rows[0, i - 1].copy())
+        w = self.layout.window
+        n = min(i, w)  # the filled slots, right-aligned
+        obs: dict[str, np.ndarray] = {}
+        for f in self.layout.fields:
+            if f == "job_type":
+                a = np.zeros(len(JOB_TYPES), dtype=np.float32)
+                a[self._type] = 1.0
+            elif f in ("evals", "loss"):
+                src = self._evals if f == "evals" else self._loss
+                a = np.zeros(2 * w, dtype=np.float32)
+                a[w - n : w] = np.clip(src[0, i - n : i].astype(np.float32), *BOUNDS[f])
+                a[2 * w - n :] = 1.0
+            elif f == "consecutive_declines":
+                a = np.array([self._declines], dtype=np.float32)
+            elif f == "progress":
+                a = np.array([i / self.n_checkpoints], dtype=np.float32)
+            else:  # pragma: no cover - parse_obs_fields admits the boundary fields only
+                raise KeyError(f"no builder for the observation field {f!r}")
+            obs[f] = a
+        return obs
 
     def observe(self, value: float, *, loss: float | None = None, step: int | None = None) -> bool:
         """Record one evaluation; True when the policy stops the run now.
@@ -522,6 +535,10 @@ class OnlineStopper:
         if i >= self.n_checkpoints:
             return
         self._evals[0, i] = self.policy_value(value)
+        # Evals in a row lower than the one before (the engine's comparison, on float64).
+        self._declines = (
+            self._declines + 1 if i and self._evals[0, i] < self._evals[0, i - 1] else 0
+        )
         self._loss[0, i] = self._relative_loss(loss, i)
 
     def _relative_loss(self, loss: float | None, i: int) -> float:
