@@ -4,10 +4,10 @@
 ``BayesStopper``, ``FirstEvalGate``, a ``Learned`` model, any user
 :class:`~baselines.policies.Policy`) and feeds it one evaluation of a real run
 at a time.  Each observation is built exactly as ``EvalStop-v0`` builds it for
-a lone job of ``n_checkpoints`` checkpoints (the same float32 row, through the
-env's own :func:`~evalstop_gym.envs.tables.observation_rows` and
-:func:`~evalstop_gym.sim.checkpoints.checkpoint_tables`), so a stopper decides
-on a user's run as it decides in the simulator::
+a lone job of ``n_checkpoints`` checkpoints (the same float32 row as
+:func:`~evalstop_gym.envs.tables.observation_rows` writes, the same decline
+count as :func:`~evalstop_gym.sim.checkpoints.checkpoint_tables`), so a stopper
+decides on a user's run as it decides in the simulator::
 
     stopper = OnlineStopper(EvalStop(2), n_checkpoints=20)
     for step, value in evaluations:       # e.g. from a TrainerCallback
@@ -30,6 +30,10 @@ is the identity: right for scale-free stoppers (``EvalStop(k)`` counts
 declines; ``LossPlateau`` reads relative losses) and the only honest choice
 for a lone live run with no reference runs.
 
+Specs.  :func:`short_spec_factory` builds a package stopper from a short name
+(``evalstop:2``, ``cusum:0.1``, ``bayes:hard``, ... :data:`SHORT_SPECS`), for a run of
+``n`` evaluations: what ``evalstop-gym curves replay --policy`` and the live adapters take.
+
 State.  :meth:`OnlineStopper.state_dict` is JSON-serialisable;
 :meth:`OnlineStopper.load_state_dict` on a fresh stopper re-feeds the
 recorded evaluations to the policy, so a resumed run continues with the same
@@ -39,9 +43,10 @@ warning names any that the policy now takes differently).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,12 +54,14 @@ import numpy as np
 
 from evalstop_gym.envs.config import parse_obs_fields
 from evalstop_gym.envs.core import BOUNDS, ObservationLayout
-from evalstop_gym.envs.tables import observation_rows
 from evalstop_gym.errors import ConfigError
-from evalstop_gym.sim.checkpoints import checkpoint_tables
+from evalstop_gym.sim.calibration import get_calibration
 from evalstop_gym.sim.workloads import JOB_TYPES
 
-from .policies import Policy
+from .bayes import REAL_CURVE_NOISE, BayesStopper
+from .changepoint import Cusum
+from .floors import FirstEvalGate
+from .policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
 
 #: Where :meth:`ScaleRule.fit` puts a set of runs' median start and median gain: the
 #: simulator's RLHF runs start at about 0.3 and gain about 0.6 eval units
@@ -145,6 +152,100 @@ class ScaleRule:
         if not isinstance(d, dict) or set(d) != {"offset", "factor"}:
             raise ConfigError("scale", d, "a dict with 'offset' and 'factor'")
         return cls(d["offset"], d["factor"])
+
+
+#: The short names of the package's stoppers a ``--policy`` spec may use, with their form.
+SHORT_SPECS: dict[str, str] = {
+    "nostop": "nostop",
+    "evalstop": "evalstop[:K] (K consecutive declines, default 2)",
+    "cusum": "cusum[:THRESHOLD[,DRIFT]] (eval units, default 0.1,0)",
+    "bayes": "bayes[:CALIBRATION] (paper, realistic or hard; default hard)",
+    "lossplateau": "lossplateau[:WINDOW,TOLERANCE] (default 3,0.02)",
+    "stopat": "stopat:PROGRESS (stop at that share of the run)",
+    "gate": "gate:STOP_AT,THRESHOLD (FirstEvalGate, eval units)",
+}
+#: The short forms, for a refusal.
+SHORT_FORMS = "; ".join(SHORT_SPECS.values())
+
+
+def _numbers(spec: str, arg: str, n_max: int) -> list[float]:
+    parts = [p for p in arg.split(",") if p.strip()] if arg else []
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+        parts = ["?"]
+    if len(parts) > n_max or len(values) != len(parts):
+        raise ConfigError("policy", spec, SHORT_SPECS[spec.partition(":")[0].lower()])
+    return values
+
+
+def short_spec_factory(spec: str) -> Callable[[int], Policy] | None:
+    """A factory ``n_checkpoints -> fresh policy`` for a short spec (:data:`SHORT_SPECS`).
+
+    None when ``spec`` names no package stopper (the caller tries its other forms).  The
+    factory takes the run's number of evaluations because Bayes models a run of exactly
+    that many (its calibration is rebuilt with ``evals_per_job = n``, its eval noise at
+    least the real-curve level).
+
+    Raises:
+        ConfigError: a short name with malformed arguments, naming its form.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError("policy", spec, SHORT_FORMS)
+    name, _, arg = spec.strip().partition(":")
+    kind = name.lower()
+    factory: Callable[[int], Policy]
+    if kind == "nostop" and not arg:
+        factory = lambda n: NoStop()  # noqa: E731
+    elif kind == "evalstop":
+        (k,) = _numbers(spec, arg, 1) or [2]
+        if k != int(k):
+            raise ConfigError("policy", spec, SHORT_SPECS["evalstop"])
+        EvalStop(int(k))
+        factory = lambda n: EvalStop(int(k))  # noqa: E731
+    elif kind == "cusum":
+        values = _numbers(spec, arg, 2)
+        threshold, drift = (values + [0.1, 0.0][len(values) :])[:2]
+        Cusum(threshold, drift)
+        factory = lambda n: Cusum(threshold, drift)  # noqa: E731
+    elif kind == "lossplateau":
+        values = _numbers(spec, arg, 2)
+        if len(values) == 1:
+            raise ConfigError("policy", spec, SHORT_SPECS["lossplateau"])
+        window, tol = values or [3, 0.02]
+        if window != int(window):
+            raise ConfigError("policy", spec, SHORT_SPECS["lossplateau"])
+        LossPlateau(int(window), tol)
+        factory = lambda n: LossPlateau(int(window), tol)  # noqa: E731
+    elif kind == "stopat":
+        values = _numbers(spec, arg, 1)
+        if not values:
+            raise ConfigError("policy", spec, SHORT_SPECS["stopat"])
+        StopAtProgress(values[0])
+        factory = lambda n: StopAtProgress(values[0], job_types=JOB_TYPES)  # noqa: E731
+    elif kind == "gate":
+        values = _numbers(spec, arg, 2)
+        if len(values) != 2:
+            raise ConfigError("policy", spec, SHORT_SPECS["gate"])
+        FirstEvalGate(*values)
+        factory = lambda n: FirstEvalGate(*values)  # noqa: E731
+    elif kind == "bayes":
+        cal = get_calibration(arg or "hard")
+        noise = max(cal.eval_noise, REAL_CURVE_NOISE)
+
+        def factory(n: int) -> Policy:
+            if n < 2:
+                raise ConfigError(
+                    "policy", spec, "a run of >= 2 evaluations (Bayes models a curve)"
+                )
+            return BayesStopper(dataclasses.replace(cal, evals_per_job=n), eval_noise=noise)
+
+    elif kind in SHORT_SPECS:
+        raise ConfigError("policy", spec, SHORT_SPECS[kind])
+    else:
+        return None
+    return factory
 
 
 def _is_number(x: Any) -> bool:
@@ -262,6 +363,7 @@ class OnlineStopper:
         self._steps: list[int] = []
         self._decisions: list[dict[str, Any]] = []
         self._loss_base: float | None = None
+        self._declines = 0
         self._stop_index: int | None = None
         self._best_index: int | None = None
         self._warned_beyond = False
@@ -321,22 +423,36 @@ class OnlineStopper:
         return self.scale(v)
 
     def observation(self) -> dict[str, np.ndarray]:
-        """The observation after the last evaluation, as ``EvalStop-v0`` would show it."""
+        """The observation after the last evaluation, as ``EvalStop-v0`` would show it.
+
+        Field for field what :func:`~evalstop_gym.envs.tables.observation_rows` writes into
+        the env's row of a lone job after this checkpoint (the same float32 casts, clips,
+        masks and decline count; ``tests/policies/test_online.py`` checks it against the
+        env and against that function), built in O(W) rather than as a (K, D) table.
+        """
         i = min(len(self._values), self.n_checkpoints)
         if i == 0:
             raise RuntimeError("no evaluation observed yet: call observe() first")
-        declines = checkpoint_tables(self._evals)[1]
-        rows = observation_rows(
-            self.layout.fields,
-            np.array([self._type]),
-            declines,
-            self._evals,
-            self._loss,
-            self.layout.window,
-            len(JOB_TYPES),
-            BOUNDS,
-        )
-        return self.layout.split(rows[0, i - 1].copy())
+        w = self.layout.window
+        n = min(i, w)  # the filled slots, right-aligned
+        obs: dict[str, np.ndarray] = {}
+        for f in self.layout.fields:
+            if f == "job_type":
+                a = np.zeros(len(JOB_TYPES), dtype=np.float32)
+                a[self._type] = 1.0
+            elif f in ("evals", "loss"):
+                src = self._evals if f == "evals" else self._loss
+                a = np.zeros(2 * w, dtype=np.float32)
+                a[w - n : w] = np.clip(src[0, i - n : i].astype(np.float32), *BOUNDS[f])
+                a[2 * w - n :] = 1.0
+            elif f == "consecutive_declines":
+                a = np.array([self._declines], dtype=np.float32)
+            elif f == "progress":
+                a = np.array([i / self.n_checkpoints], dtype=np.float32)
+            else:  # pragma: no cover - parse_obs_fields admits the boundary fields only
+                raise KeyError(f"no builder for the observation field {f!r}")
+            obs[f] = a
+        return obs
 
     def observe(self, value: float, *, loss: float | None = None, step: int | None = None) -> bool:
         """Record one evaluation; True when the policy stops the run now.
@@ -419,6 +535,10 @@ class OnlineStopper:
         if i >= self.n_checkpoints:
             return
         self._evals[0, i] = self.policy_value(value)
+        # Evals in a row lower than the one before (the engine's comparison, on float64).
+        self._declines = (
+            self._declines + 1 if i and self._evals[0, i] < self._evals[0, i - 1] else 0
+        )
         self._loss[0, i] = self._relative_loss(loss, i)
 
     def _relative_loss(self, loss: float | None, i: int) -> float:
@@ -511,4 +631,12 @@ class OnlineStopper:
         return f"OnlineStopper({self.policy!r}, n_checkpoints={self.n_checkpoints}, {where})"
 
 
-__all__ = ["CONTINUE", "END", "STOP", "OnlineStopper", "ScaleRule"]
+__all__ = [
+    "CONTINUE",
+    "END",
+    "SHORT_SPECS",
+    "STOP",
+    "OnlineStopper",
+    "ScaleRule",
+    "short_spec_factory",
+]

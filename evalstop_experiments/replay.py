@@ -11,7 +11,7 @@ those are what a user's log does not have.
 files (a HF/TRL ``trainer_state.json``, an OpenRLHF JSONL/CSV log, a corpus
 JSONL) and stoppers at once, prints a table and can plot each curve with the
 stops marked.  A policy spec is a short name of a package stopper
-(:data:`SHORT_SPECS`) or any :class:`~evalstop_experiments.scoring.PolicySource`
+(:data:`baselines.online.SHORT_SPECS`) or any :class:`~evalstop_experiments.scoring.PolicySource`
 spec (``module:Class``, ``file.py:Class``, ``pretrained:NAME``, ``model:PATH``).
 """
 
@@ -30,115 +30,38 @@ from typing import Any
 
 import numpy as np
 
-from baselines.bayes import REAL_CURVE_NOISE, BayesStopper
-from baselines.changepoint import Cusum
-from baselines.floors import FirstEvalGate
-from baselines.online import OnlineStopper, ScaleRule
-from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
+from baselines.online import SHORT_FORMS, OnlineStopper, ScaleRule, short_spec_factory
+from baselines.policies import Policy
 from evalstop_gym.corpus import CurveTrace, load_openrlhf_log, load_trl_trainer_state, read_traces
 from evalstop_gym.corpus.format import CurveTraceError, json_lines
 from evalstop_gym.errors import ConfigError
-from evalstop_gym.sim.calibration import get_calibration
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 from .scoring import PolicySource
 
-#: The short names of the package's stoppers a ``--policy`` spec may use, with their form.
-SHORT_SPECS: dict[str, str] = {
-    "nostop": "nostop",
-    "evalstop": "evalstop[:K] (K consecutive declines, default 2)",
-    "cusum": "cusum[:THRESHOLD[,DRIFT]] (eval units, default 0.1,0)",
-    "bayes": "bayes[:CALIBRATION] (paper, realistic or hard; default hard)",
-    "lossplateau": "lossplateau[:WINDOW,TOLERANCE] (default 3,0.02)",
-    "stopat": "stopat:PROGRESS (stop at that share of the run)",
-    "gate": "gate:STOP_AT,THRESHOLD (FirstEvalGate, eval units)",
-}
-_FORMS = "; ".join(SHORT_SPECS.values())
 #: Every spec form, for a refusal.
-SPEC_FORMS = f"{_FORMS}; or module:Class, file.py:Class, pretrained:NAME, model:PATH"
-
-
-def _numbers(spec: str, arg: str, n_max: int) -> list[float]:
-    parts = [p for p in arg.split(",") if p.strip()] if arg else []
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        values = []
-        parts = ["?"]
-    if len(parts) > n_max or len(values) != len(parts):
-        raise ConfigError("policy", spec, SHORT_SPECS[spec.partition(":")[0].lower()])
-    return values
+SPEC_FORMS = f"{SHORT_FORMS}; or module:Class, file.py:Class, pretrained:NAME, model:PATH"
 
 
 def stopper_factory(spec: str) -> Callable[[int], Policy]:
     """A factory ``n_checkpoints -> fresh policy`` for a ``--policy`` spec (checked now).
 
-    The factory takes the run's number of evaluations because Bayes models a run
-    of exactly that many (its calibration is rebuilt with ``evals_per_job = n``).
+    A short name of a package stopper (:data:`baselines.online.SHORT_SPECS`, e.g.
+    ``evalstop:2``, ``bayes:hard``), else a :class:`~evalstop_experiments.scoring.PolicySource`
+    spec (``module:Class``, ``file.py:Class``, ``pretrained:NAME``, ``model:PATH``).
 
     Raises:
         ConfigError: a malformed spec, naming the forms allowed.
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError("policy", spec, SPEC_FORMS)
-    name, _, arg = spec.strip().partition(":")
-    kind = name.lower()
-    factory: Callable[[int], Policy]
-    if kind == "nostop" and not arg:
-        factory = lambda n: NoStop()  # noqa: E731
-    elif kind == "evalstop":
-        (k,) = _numbers(spec, arg, 1) or [2]
-        if k != int(k):
-            raise ConfigError("policy", spec, SHORT_SPECS["evalstop"])
-        EvalStop(int(k))
-        factory = lambda n: EvalStop(int(k))  # noqa: E731
-    elif kind == "cusum":
-        values = _numbers(spec, arg, 2)
-        threshold, drift = (values + [0.1, 0.0][len(values) :])[:2]
-        Cusum(threshold, drift)
-        factory = lambda n: Cusum(threshold, drift)  # noqa: E731
-    elif kind == "lossplateau":
-        values = _numbers(spec, arg, 2)
-        if len(values) == 1:
-            raise ConfigError("policy", spec, SHORT_SPECS["lossplateau"])
-        window, tol = values or [3, 0.02]
-        if window != int(window):
-            raise ConfigError("policy", spec, SHORT_SPECS["lossplateau"])
-        LossPlateau(int(window), tol)
-        factory = lambda n: LossPlateau(int(window), tol)  # noqa: E731
-    elif kind == "stopat":
-        values = _numbers(spec, arg, 1)
-        if not values:
-            raise ConfigError("policy", spec, SHORT_SPECS["stopat"])
-        StopAtProgress(values[0])
-        factory = lambda n: StopAtProgress(values[0], job_types=JOB_TYPES)  # noqa: E731
-    elif kind == "gate":
-        values = _numbers(spec, arg, 2)
-        if len(values) != 2:
-            raise ConfigError("policy", spec, SHORT_SPECS["gate"])
-        FirstEvalGate(*values)
-        factory = lambda n: FirstEvalGate(*values)  # noqa: E731
-    elif kind == "bayes":
-        cal = get_calibration(arg or "hard")
-        noise = max(cal.eval_noise, REAL_CURVE_NOISE)
-
-        def factory(n: int) -> Policy:
-            if n < 2:
-                raise ConfigError(
-                    "policy", spec, "a run of >= 2 evaluations (Bayes models a curve)"
-                )
-            return BayesStopper(dataclasses.replace(cal, evals_per_job=n), eval_noise=noise)
-
-    else:
-        if kind in SHORT_SPECS:
-            raise ConfigError("policy", spec, SHORT_SPECS[kind])
-        try:
-            source = PolicySource(spec)
-        except ConfigError as e:
-            raise ConfigError("policy", spec, SPEC_FORMS) from e
-        make = source.load()
-        factory = lambda n: make()  # noqa: E731
-    return factory
+    factory = short_spec_factory(spec)
+    if factory is not None:
+        return factory
+    try:
+        source = PolicySource(spec)
+    except ConfigError as e:
+        raise ConfigError("policy", spec, SPEC_FORMS) from e
+    make = source.load()
+    return lambda n: make()
 
 
 @dataclasses.dataclass(frozen=True)

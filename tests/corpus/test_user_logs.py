@@ -149,3 +149,20 @@ def test_openrlhf_default_keys_absent_are_silent_and_typos_warn(tmp_path) -> Non
     with pytest.raises(CurveTraceError, match=r"eval keys: \['eval/reward'\]"):
         load_openrlhf_log(log, eval_key="eval/score")
     assert load_openrlhf_log(log, greater_is_better=False).eval.tolist() == [-0.1, -0.2]
+
+
+@pytest.mark.slow
+def test_a_real_tiny_rloo_run_loads_as_its_stored_log(tmp_path) -> None:
+    pytest.importorskip("trl")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_logs", TRL / "make_logs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fresh = _quiet(
+        load_trl_trainer_state, module.main(tmp_path, "rloo"), eval_key="eval_reward", kl_key="kl"
+    )
+    stored = load_trl_trainer_state(RLOO, eval_key="eval_reward", kl_key="kl")
+    # The same run (one thread, fixed seeds) logs the same curves; timings differ.
+    np.testing.assert_allclose(fresh.eval, stored.eval, rtol=1e-5)
+    np.testing.assert_allclose(fresh.kl, stored.kl, rtol=1e-4, atol=1e-6)

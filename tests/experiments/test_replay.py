@@ -132,40 +132,42 @@ def test_bad_specs_are_one_line_errors(spec: str) -> None:
     assert "\n" not in str(e.value)
 
 
-def test_cli_prints_a_table_plots_and_writes_json(tmp_path, capsys) -> None:
-    pytest.importorskip("matplotlib")
-    out = tmp_path / "stops.png"
-    code = main(
-        [
-            "curves",
-            "replay",
-            str(DPO_NOISY),
-            str(DPO_CLEAN),
-            "--metric",
-            "eval_loss",
-            "--lower-is-better",
-            "--policy",
-            "evalstop:2",
-            "--policy",
-            "cusum:0.02",
-            "--gpus",
-            "8",
-            "--gpu-hours-per-step",
-            "0.01",
-            "--plot",
-            str(out),
-            "--json",
-            str(tmp_path / "r.json"),
-        ]
-    )
+ARGS = [
+    "curves",
+    "replay",
+    str(DPO_NOISY),
+    str(DPO_CLEAN),
+    "--metric",
+    "eval_loss",
+    "--lower-is-better",
+    "--policy",
+    "evalstop:2",
+    "--policy",
+    "cusum:0.02",
+    "--gpus",
+    "8",
+    "--gpu-hours-per-step",
+    "0.01",
+]
+
+
+def test_cli_prints_a_table_and_writes_json(tmp_path, capsys) -> None:
+    assert main([*ARGS, "--json", str(tmp_path / "r.json")]) == 0
     text = capsys.readouterr().out
-    assert code == 0 and out.stat().st_size > 1000
     lines = [ln for ln in text.splitlines() if ln.startswith("dpo_noisy  evalstop:2")]
     assert lines and " 60 " in lines[0] and "48 (0.5786)" in lines[0] and "4.8" in lines[0]
     rows = json.loads((tmp_path / "r.json").read_text())
     assert {(r["run_id"], r["stopper"]) for r in rows} == {
         (run, s) for run in ("dpo_noisy", "dpo_clean") for s in ("evalstop:2", "cusum:0.02")
     }
+
+
+@pytest.mark.slow
+def test_cli_plots_each_curve_with_its_stops(tmp_path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "stops.png"
+    assert main([*ARGS, "--plot", str(out)]) == 0
+    assert out.stat().st_size > 1000 and f"plot: {out}" in capsys.readouterr().out
 
 
 def test_cli_warns_on_one_line_and_scales_from_other_runs(capsys) -> None:
@@ -185,6 +187,13 @@ def test_cli_warns_on_one_line_and_scales_from_other_runs(capsys) -> None:
     assert code == 2  # the DPO log has no eval_reward: its keys are listed
     err = capsys.readouterr().err
     assert "eval_rewards/accuracies" in err and err.count("\n") == 1
+    rloo = DATA / "trl" / "rloo"
+    argv = ["curves", "replay", str(GRPO), "--metric", "eval_reward", "--policy", "cusum"]
+    assert main([*argv, "--scale-from", str(rloo)]) == 0
+    out = capsys.readouterr().out
+    # RLOO's eval_reward starts at 1.75 and gains 0.7125: 1.75 -> 0.3, 2.4625 -> 0.9.
+    assert out.startswith("scale: -1.17368 + 0.842105 x (fitted on 1 run(s))")
+    assert main([*argv, "--scale", "0,1", "--scale-from", str(rloo)]) == 2
 
 
 def test_cli_refuses_a_bad_policy_before_reading(capsys) -> None:

@@ -13,8 +13,10 @@ from baselines.bayes import BayesStopper
 from baselines.floors import FirstEvalGate
 from baselines.online import OnlineStopper, ScaleRule
 from evalstop_gym.envs import EvalStopEnv
-from evalstop_gym.envs.tables import observed
+from evalstop_gym.envs.core import BOUNDS, ObservationLayout
+from evalstop_gym.envs.tables import observation_rows, observed
 from evalstop_gym.errors import ConfigError
+from evalstop_gym.sim.checkpoints import checkpoint_tables
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 
@@ -81,6 +83,31 @@ def test_observations_and_decisions_equal_the_envs(make, kw) -> None:
         # The env stopped (or finished) the job where the stopper's record ends.
         assert online.stopped == bool(seen[-1][1])
     assert rec.seen
+
+
+@pytest.mark.parametrize("window", [1, 3, 12])
+def test_each_observation_is_the_env_tables_row(window: int) -> None:
+    # Values beyond the env's bounds (clipped), ties, declines and a loss: every row of the
+    # env's own table function for a lone job equals the online observation after it.
+    rng = np.random.default_rng(window)
+    k = 12
+    ev = np.round(rng.normal(0, 6, (1, k)), 1)
+    ev[0, 4] = ev[0, 3]  # a tie is no decline
+    loss = np.abs(rng.normal(3, 5, (1, k)))
+    declines = checkpoint_tables(ev)[1]
+    fields = ("job_type", "evals", "consecutive_declines", "progress", "loss")
+    table = observation_rows(fields, np.array([1]), declines, ev, loss, window, 3, BOUNDS)
+    layout = ObservationLayout(fields, window, k)
+    s = OnlineStopper(NoStop(), k, job_type="dpo", relative_loss=False, eval_window=window)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the clip warning
+        for i in range(k):
+            s.observe(float(ev[0, i]), loss=float(loss[0, i]))
+            want = layout.split(table[0, i])
+            got = s.observation()
+            for f in fields:
+                assert got[f].dtype == np.float32
+                np.testing.assert_array_equal(got[f], want[f], err_msg=f"ckpt {i + 1} {f}")
 
 
 def test_the_env_default_window_and_a_stop_happen() -> None:
