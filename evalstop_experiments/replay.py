@@ -115,6 +115,7 @@ def replay(
     gpus: float = 1.0,
     gpu_hours_per_step: float | None = None,
     label: str | None = None,
+    n_checkpoints: int | None = None,
 ) -> ReplayResult:
     """Replay ``trace``'s evaluations through ``policy``: where it stops and what it keeps.
 
@@ -132,6 +133,10 @@ def replay(
         gpu_hours_per_step: Hours one optimiser step takes (GPU-hours per GPU); None:
             GPU-hours saved are not priced.
         label: The stopper's name in the result (default: the spec or the policy's name).
+        n_checkpoints: The evaluations the run planned (default: what an
+            ``EvalStopCallback`` recorded in the log, ``trace.meta["n_checkpoints"]``, else
+            the log's own length).  A run stopped early logs fewer evaluations than it
+            planned; replayed with its own length its last eval would get no decision.
 
     Returns:
         The :class:`ReplayResult`.
@@ -141,7 +146,11 @@ def replay(
             not isinstance(value, int | float) or not math.isfinite(value) or value < 0
         ):
             raise ConfigError(name, value, "a finite number >= 0")
-    n = len(trace)
+    n = n_checkpoints if n_checkpoints is not None else trace.meta.get("n_checkpoints", len(trace))
+    if isinstance(n, bool) or not isinstance(n, int) or n < max(2, len(trace)):
+        raise ConfigError(
+            "n_checkpoints", n, f"an integer >= 2 and >= the run's {len(trace)} evaluations"
+        )
     if isinstance(policy, str):
         label = label or policy
         policy = stopper_factory(policy)(n)
@@ -369,6 +378,14 @@ def add_replay_parser(sub: Any) -> None:
     )
     r.add_argument("--gpus", type=positive, default=1.0, help="GPUs a run uses (default 1)")
     r.add_argument(
+        "--n-checkpoints",
+        type=int,
+        default=None,
+        metavar="K",
+        help="evaluations each run planned (default: what EvalStopCallback recorded in the "
+        "log, else the log's length)",
+    )
+    r.add_argument(
         "--gpu-hours-per-step",
         type=positive,
         default=None,
@@ -436,6 +453,7 @@ def _replay_command(args: argparse.Namespace) -> int:
             gpus=args.gpus,
             gpu_hours_per_step=args.gpu_hours_per_step,
             label=spec,
+            n_checkpoints=args.n_checkpoints,
         )
         for t in traces
         for spec, make in factories

@@ -174,7 +174,7 @@ def fit_corpus(traces: Sequence[CurveTrace]) -> list[dict[str, Any]]:
                 "beta": fit.beta,
                 "r2": fit.r2,
                 "peak_progress": peak_progress(tr.gold, tr.step),
-                "d_final": float(np.sqrt(tr.kl[-1])),
+                "d_final": float(np.sqrt(max(tr.kl[-1], 0.0))),
                 "gold_gain_max": float(tr.gold.max() - tr.gold[0]),
                 **{k: tr.meta[k] for k in SWEEP_GRID if k in tr.meta},
             }
@@ -248,7 +248,7 @@ def plot_fits(
         colours = colormaps["viridis"](np.linspace(0, 0.9, max(len(shown), 1)))
         for row, colour in zip(shown, colours, strict=False):
             tr = by_id[row["run_id"]]
-            d = np.sqrt(tr.kl)
+            d = np.sqrt(np.maximum(tr.kl, 0.0))  # a signed KL estimate may dip below 0
             ax.plot(d, tr.gold - tr.gold[0], "o", ms=3, color=colour, alpha=0.7)
             grid = np.linspace(1e-3, d.max(), 100)
             ax.plot(grid, grid * (row["alpha"] - row["beta"] * np.log(grid)), "-", color=colour)

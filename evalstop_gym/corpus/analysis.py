@@ -159,7 +159,8 @@ def fit_gao_trace(trace: CurveTrace) -> GaoFit:
     """
     if trace.gold is None or trace.kl is None:
         raise CurveTraceError(f"trace {trace.run_id!r}: the Gao fit needs 'gold' and 'kl' curves")
-    return fit_gao(np.sqrt(trace.kl), trace.gold - trace.gold[0])
+    # a signed KL estimate may be slightly negative (the loaders accept it): d = sqrt(KL+)
+    return fit_gao(np.sqrt(np.maximum(trace.kl, 0.0)), trace.gold - trace.gold[0])
 
 
 # --------------------------------------------------------------------------------------------

@@ -330,9 +330,32 @@ def load_trl_trainer_state(
         kl_key=kl_key,
         gold_key=gold_key,
         run_id=run_id or _default_run_id(path),
-        meta={"source": "trl", "path": str(path), "eval_key": eval_key},
+        meta={
+            "source": "trl",
+            "path": str(path),
+            "eval_key": eval_key,
+            **_planned_checkpoints(state),
+        },
         greater_is_better=greater_is_better,
     )
+
+
+def _planned_checkpoints(state: Mapping[str, Any]) -> dict[str, int]:
+    """``{"n_checkpoints": K}`` if an ``EvalStopCallback`` recorded the run's planned evals.
+
+    A run the callback stopped logs fewer evaluations than it planned; a replay of its log
+    must decide with the planned K (the stop eval is not the last one), so the loader
+    keeps it.  Anything malformed there is ignored: it is the callback's note, not data.
+    """
+    stored = state.get("stateful_callbacks")
+    entry = stored.get("EvalStopCallback") if isinstance(stored, dict) else None
+    if isinstance(entry, list):  # transformers keeps a list when one class is there twice
+        entry = entry[0] if entry else None
+    args = entry.get("args") if isinstance(entry, dict) else None
+    k = args.get("n_checkpoints") if isinstance(args, dict) else None
+    if isinstance(k, int) and not isinstance(k, bool) and k >= 2:
+        return {"n_checkpoints": k}
+    return {}
 
 
 def _openrlhf_csv_records(path: Path, step_in: Any) -> list[tuple[int, int, Mapping[str, Any]]]:

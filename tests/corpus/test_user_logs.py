@@ -166,3 +166,21 @@ def test_a_real_tiny_rloo_run_loads_as_its_stored_log(tmp_path) -> None:
     # The same run (one thread, fixed seeds) logs the same curves; timings differ.
     np.testing.assert_allclose(fresh.eval, stored.eval, rtol=1e-5)
     np.testing.assert_allclose(fresh.kl, stored.kl, rtol=1e-4, atol=1e-6)
+
+
+def test_gao_fit_takes_a_signed_kl_estimate():
+    """A run whose KL estimate dips below 0 (accepted from RLOO logs) still gets a finite fit."""
+    import warnings
+
+    import numpy as np
+
+    from evalstop_gym.corpus import CurveTrace, fit_gao_trace
+
+    step = np.arange(1, 9) * 10
+    kl = np.array([-0.02, 0.01, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7])
+    gold = 0.3 + np.sqrt(np.maximum(kl, 0)) * (1 - 0.8 * np.sqrt(np.maximum(kl, 0)))
+    trace = CurveTrace("rloo", step, gold, np.linspace(1, 0.5, 8), kl=kl, gold=gold)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no sqrt of a negative KL
+        fit = fit_gao_trace(trace)
+    assert np.isfinite(fit.alpha) and np.isfinite(fit.beta)

@@ -103,15 +103,22 @@ def replay_log(checkpoint: Path, policy) -> OnlineStopper:
     The run's planned evaluations K come from the callback's record in the same file: a
     stopped run's log ends at the stop, and its last logged eval is not its K-th.
     """
-    from evalstop_experiments.replay import read_runs
+    import copy
+
+    from evalstop_experiments.replay import read_runs, replay
 
     trace = read_runs(checkpoint, metric="eval_loss", greater_is_better=False)[0]
     saved = json.loads((checkpoint / "trainer_state.json").read_text())
     k = saved["stateful_callbacks"]["EvalStopCallback"]["args"]["n_checkpoints"]
+    assert trace.meta["n_checkpoints"] == k  # the loader keeps the callback's planned K
+    fresh = copy.deepcopy(policy)
     stopper = OnlineStopper(policy, k)  # the loader negated the loss: higher is better
     for step, value, loss in zip(trace.step, trace.eval, trace.loss):
         if stopper.observe(float(value), loss=float(loss), step=int(step)):
             break
+    # replay() reads the same K from the log, so it decides as the loop above
+    result = replay(trace, fresh)
+    assert (result.stop_step, result.delivered_step) == (stopper.stop_step, stopper.best_step)
     return stopper
 
 
