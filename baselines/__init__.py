@@ -12,6 +12,7 @@ from typing import Any
 
 from .bayes import BayesStopper
 from .changepoint import Cusum
+from .curve_oracle import CurveOracle
 from .evaluate import evaluate, run_episode
 from .floors import FirstEvalGate
 from .policies import (
@@ -26,6 +27,7 @@ from .policies import (
 
 __all__ = [
     "BayesStopper",
+    "CurveOracle",
     "Cusum",
     "Deprioritize",
     "EvalStop",

@@ -12,7 +12,7 @@ import gymnasium as gym
 from evalstop_gym import METRIC_KEYS  # the import registers EvalStop-v0
 from evalstop_gym.sim.metrics import EpisodeRecord, honest_metrics
 
-from .oracle import Oracle
+from .oracle import OracleStopper, PrivilegedStopper
 from .policies import Policy
 
 
@@ -33,26 +33,33 @@ def run_episode(policy: Policy, seed: int, **env_kwargs: Any) -> dict[str, Any]:
 
 
 def play_episode(
-    policy: Policy | None, seed: int, env_kwargs: dict[str, Any]
+    policy: Policy | PrivilegedStopper | None, seed: int, env_kwargs: dict[str, Any]
 ) -> tuple[dict[str, Any], EpisodeRecord]:
     """:func:`run_episode`'s row, and the episode's outcome record for the harness.
 
-    ``policy=None`` plays the privileged :class:`~baselines.oracle.Oracle`: an upper
-    bound that reads the simulator's hidden curves, never a stopper.  The record
-    holds the hidden labels; it is read after the episode, never by the policy.
+    A privileged stopper (an object with ``privileged = True``, such as
+    :class:`~baselines.oracle.OracleStopper` or
+    :class:`~baselines.curve_oracle.CurveOracle`) is an upper bound that reads
+    the simulator's hidden curves, never a stopper behind the boundary: it is
+    bound to the episode's simulator (``policy.bind(sim, price)``) and decides
+    through ``act_pending()``.  ``policy=None`` plays the
+    :class:`~baselines.oracle.Oracle`.  The record holds the hidden labels; it
+    is read after the episode, never by a policy.
     """
+    stopper: Any = OracleStopper() if policy is None else policy
+    privileged = bool(getattr(stopper, "privileged", False))
     env = gym.make("EvalStop-v0", disable_env_checker=True, **env_kwargs)
     try:
-        if policy is not None:
-            check = getattr(policy, "check_observation_space", None)
+        if not privileged:
+            check = getattr(stopper, "check_observation_space", None)
             if check is not None:  # learned policies refuse an env they were not trained on
                 # A copy of the space only: never the env, whose simulator holds the hidden labels.
                 check(copy.deepcopy(env.observation_space))
-            policy.reset()
+            stopper.reset()
         obs, info = env.reset(seed=seed)
         base: Any = env.unwrapped
         sim, price = base.sim, base.gpu_hour_price
-        act = policy.act if policy is not None else _oracle_act(Oracle(sim, price))
+        act = _pending_act(stopper.bind(sim, price)) if privileged else stopper.act
         total, steps, terminated, truncated = 0.0, 0, False, False
         while not (terminated or truncated):
             obs, reward, terminated, truncated, info = env.step(act(obs))
@@ -62,8 +69,7 @@ def play_episode(
         honest = honest_metrics(record, sim.curves.obs_eval, price, sim.deliver_best, sim.step_frac)
     finally:
         env.close()
-    name = "Oracle" if policy is None else policy.name
-    row: dict[str, Any] = {"policy": name, "seed": int(seed), "steps": steps}
+    row: dict[str, Any] = {"policy": stopper.name, "seed": int(seed), "steps": steps}
     # The env leaves an undefined metric out of info; rows are numeric columns
     # for the statistics, where NaN is what "undefined" means.
     row.update(dict.fromkeys(METRIC_KEYS, math.nan))
@@ -73,9 +79,9 @@ def play_episode(
     return row, record
 
 
-def _oracle_act(oracle: Oracle) -> Any:
-    """The Oracle as an ``act(obs)``: it ignores the observation and reads the simulator."""
-    return lambda obs: oracle.act_pending()
+def _pending_act(actor: Any) -> Any:
+    """A bound privileged stopper as an ``act(obs)``: it ignores the observation, reads the simulator."""
+    return lambda obs: actor.act_pending()
 
 
 def evaluate(policy: Policy, seeds: Iterable[int], **env_kwargs: Any) -> list[dict[str, Any]]:

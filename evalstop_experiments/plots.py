@@ -40,6 +40,26 @@ def _save(fig: Figure, path: Path) -> Path:
     return atomic_savefig(fig, path, dpi=110)
 
 
+def _legend_below(fig: Figure, axes: Any, ncols: int = 4) -> None:
+    """One legend for every labelled artist of ``axes``, under the panels, never over the data.
+
+    A label repeated across panels (the same series in each) appears once.
+    """
+    handles: dict[str, Any] = {}
+    for ax in np.ravel(axes):
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    if handles:
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="outside lower center",
+            ncols=min(ncols, len(handles)),
+            fontsize=8,
+            frameon=False,
+        )
+
+
 def plot_sweep(summary: list[dict[str, Any]], exp: str, xlabel: str, path: Path) -> Path:
     """Precision, recall and FPR of every policy against ``exp``'s swept variable."""
     fig = Figure(figsize=(13, 3.8), constrained_layout=True)
@@ -61,7 +81,7 @@ def plot_sweep(summary: list[dict[str, Any]], exp: str, xlabel: str, path: Path)
         ax.set_ylabel(f"{metric} (%)" if metric != "fpr" else "FPR (%)")
         ax.set_ylim(-3, 103)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    _legend_below(fig, axes[:1], ncols=6)
     fig.suptitle(f"{exp}: detection quality against {xlabel} (mean ± 95 % CI)")
     return _save(fig, path)
 
@@ -71,7 +91,7 @@ def plot_schedulers(summary: list[dict[str, Any]], path: Path) -> Path:
     names = sweep_values([s for s in summary if s["experiment"] == "E2"])
     rows = [s for v in names if (s := find(summary, "E2", EVALSTOP, v))]
     names = [s["value"] for s in rows]
-    fig = Figure(figsize=(7, 3.8), constrained_layout=True)
+    fig = Figure(figsize=(7, 4.4), constrained_layout=True)
     ax = fig.subplots()
     x = np.arange(len(rows))
     for off, (metric, label, color) in enumerate(
@@ -88,7 +108,9 @@ def plot_schedulers(summary: list[dict[str, Any]], path: Path) -> Path:
     ax.set_xticks(x, names)
     ax.set_ylabel("change vs NoStop (%)")
     ax.axhline(0, color="black", lw=0.8)
-    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    ax.set_axisbelow(True)
+    _legend_below(fig, ax, ncols=2)
     ax.set_title("E2: EvalStop over each base scheduler (mean ± 95 % CI)")
     return _save(fig, path)
 
@@ -109,31 +131,32 @@ def plot_k(summary: list[dict[str, Any]], path: Path) -> Path:
     rows = [s for s in summary if s["experiment"] == "E5" and s["policy_kind"] == EVALSTOP.kind]
     rows.sort(key=lambda s: s["policy_params"]["k"])
     k = [s["policy_params"]["k"] for s in rows]
-    fig = Figure(figsize=(11, 3.8), constrained_layout=True)
+    fig = Figure(figsize=(11, 4.3), constrained_layout=True)
     a1, a2 = fig.subplots(1, 2)
-    for metric, label in (("precision", "precision"), ("recall", "recall"), ("fpr", "FPR")):
-        _errorbars(a1, k, rows, metric, 100, marker="o", label=label)
+    for metric, label, color in (
+        ("precision", "precision", "#1f77b4"),
+        ("recall", "recall", "#2ca02c"),
+        ("fpr", "FPR", "#d62728"),
+    ):
+        _errorbars(a1, k, rows, metric, 100, marker="o", label=label, color=color)
     a1.set_xlabel("k (consecutive declines)")
-    a1.set_ylabel("%")
-    a1.legend()
+    a1.set_ylabel("precision, recall, FPR (%)")
+    a1.set_ylim(-3, 103)
     a1.grid(alpha=0.3)
+    delay, waste = "#9467bd", "#ff7f0e"
     _errorbars(
-        a2,
-        k,
-        rows,
-        "detection_delay_evals",
-        marker="s",
-        color="#9467bd",
-        label="detection delay (evals)",
+        a2, k, rows, "detection_delay_evals", marker="s", color=delay, label="detection delay"
     )
-    a2.set_xlabel("k")
-    a2.set_ylabel("evals after the true peak")
+    a2.set_xlabel("k (consecutive declines)")
+    a2.set_ylabel("detection delay (evals after the true peak)", color=delay)
+    a2.tick_params(axis="y", colors=delay)
+    a2.grid(alpha=0.3)
     a3 = a2.twinx()
-    _errorbars(a3, k, rows, "d_waste_pct", marker="^", color="#ff7f0e", label="Δwaste %")
-    a3.set_ylabel("Δwaste vs NoStop (%)")
-    a2.legend(loc="upper left", fontsize=8)
-    a3.legend(loc="upper right", fontsize=8)
-    fig.suptitle("E5: the k trade-off — early detection against false positives")
+    _errorbars(a3, k, rows, "d_waste_pct", marker="^", color=waste, label="Δwaste vs NoStop")
+    a3.set_ylabel("Δwaste vs NoStop (%)", color=waste)
+    a3.tick_params(axis="y", colors=waste)
+    _legend_below(fig, (a1, a2, a3), ncols=5)
+    fig.suptitle("E5: the k trade-off — early detection against false positives (mean ± 95 % CI)")
     return _save(fig, path)
 
 
@@ -194,10 +217,15 @@ def plot_example_curves(env_kwargs: dict[str, Any], seed: int, path: Path) -> Pa
                     )
             ax.set_title(f"{title} RLHF job {j}")
             ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("eval score")
     for ax in axes[1]:
-        ax.set_xlabel("declared progress")
-    fig.suptitle("Example eval curves and where each stopper fired")
+        ax.set_xlabel("declared progress (fraction of the run)")
+    _legend_below(fig, axes, ncols=6)
+    fig.suptitle(
+        f"Example eval curves (one episode, seed {seed}) and where each stopper fired;"
+        " each panel has its own eval scale"
+    )
     return _save(fig, path)
 
 
@@ -271,22 +299,25 @@ def plot_learning_curves(
 
     ``curves`` maps a model's name to its :attr:`baselines.training.TrainResult.learning_curve`.
     """
-    fig = Figure(figsize=(7, 4), constrained_layout=True)
+    fig = Figure(figsize=(8, 4.8), constrained_layout=True)
     ax = fig.subplots()
+    banded = False
     for name, curve in curves.items():
         if not curve:
             continue
         t, m, s = (np.array(x) for x in zip(*curve))
-        ax.plot(t, m, marker="o", ms=3, label=name)
-        ax.fill_between(t, m - s, m + s, alpha=0.15)
-    for name, v in (refs or {}).items():
+        (line,) = ax.plot(t, m, marker="o", ms=3, label=name)
+        ax.fill_between(t, m - s, m + s, alpha=0.12, color=line.get_color(), lw=0)
+        banded = True
+    dashes = ("--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3)))
+    for (name, v), dash in zip((refs or {}).items(), dashes * len(refs or {})):
         if v is not None and np.isfinite(v):
-            ax.axhline(v, ls="--", lw=1, color="grey")
-            ax.annotate(name, (ax.get_xlim()[0], v), fontsize=7, va="bottom", color="grey")
+            ax.axhline(v, ls=dash, lw=1.2, color="#444444", label=f"{name} (reference)")
+    if banded:  # an empty artist, so that the legend says what the shading is
+        ax.fill_between([], [], color="grey", alpha=0.3, lw=0, label="±1 s.d. over eval episodes")
     ax.set_xlabel("training timesteps")
-    ax.set_ylabel("evaluation return (utility)")
+    ax.set_ylabel("evaluation return (utility per episode)")
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-    ax.set_title("Learned stoppers: learning curves (periodic evaluation)")
-    return atomic_savefig(fig, path, dpi=110)
+    _legend_below(fig, ax, ncols=2)
+    ax.set_title("Learned stoppers: mean return at each periodic evaluation", fontsize=11)
+    return _save(fig, path)
