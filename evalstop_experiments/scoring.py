@@ -62,6 +62,7 @@ import numpy as np
 import evalstop_gym  # noqa: F401  (registers EvalStop-v0)
 from baselines.bayes import BayesStopper
 from baselines.changepoint import Cusum
+from baselines.curve_oracle import CurveOracle
 from baselines.evaluate import play_episode
 from baselines.floors import FLOOR_FAMILIES, EpisodeArrays, Family, FirstEvalGate, utilities
 from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
@@ -75,11 +76,6 @@ from evalstop_gym.sim.workloads import JOB_TYPES
 from evalstop_gym.suite import suite_task
 
 from .stats import seed_blocks
-
-try:
-    from baselines.curve_oracle import CurveOracle
-except ImportError:  # pragma: no cover - the curve-knowing reference is optional
-    CurveOracle = None  # type: ignore[assignment,misc]
 
 #: Seeds the floors are tuned on: disjoint from the test seeds 0..n-1 (n < 2000) and
 #: from 1000..1005, which earlier tuning runs and audits looked at.
@@ -658,11 +654,11 @@ def suite_stoppers(
 
 def references(kw: dict[str, Any]) -> list[Stopper]:
     """The Bayes stopper, the privileged CurveOracle and the privileged Oracle for these env kwargs."""
-    out = [Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw))]
-    if CurveOracle is not None:
-        out.append(Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()))
-    out.append(Stopper(ORACLE, "Oracle", None))
-    return out
+    return [
+        Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw)),
+        Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()),
+        Stopper(ORACLE, "Oracle", None),
+    ]
 
 
 def reference_stopper(kw: dict[str, Any]) -> Stopper:
@@ -798,7 +794,7 @@ def resolve_seeds(seeds: Iterable[int] | str) -> list[int]:
     if isinstance(seeds, str):
         if seeds != "fresh":
             raise ConfigError("seeds", seeds, "an iterable of ints >= 0 or 'fresh'")
-        return fresh_seeds()
+        return fresh_seeds(FRESH_SEEDS)
     out = list(seeds)
     bad = [x for x in out if not isinstance(x, int | np.integer) or not 0 <= x < 2**64]
     if bad or not out:
