@@ -11,10 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from .bayes import BayesStopper
-from .changepoint import Cusum
+from .changepoint import Cusum, GatedCusum
 from .curve_oracle import CurveOracle
 from .evaluate import evaluate, run_episode
-from .floors import FirstEvalGate
+from .floors import (
+    FLOOR_FAMILIES,
+    DeclinesAfter,
+    FirstEvalGate,
+    GainRule,
+    LevelRule,
+    LossStall,
+    Patience,
+    RunningMaxDrop,
+)
 from .policies import (
     Deprioritize,
     EvalStop,
@@ -26,15 +35,23 @@ from .policies import (
 )
 
 __all__ = [
+    "FLOOR_FAMILIES",
     "BayesStopper",
     "CurveOracle",
     "Cusum",
+    "DeclinesAfter",
     "Deprioritize",
     "EvalStop",
     "FirstEvalGate",
+    "GainRule",
+    "GatedCusum",
+    "LevelRule",
     "LossPlateau",
+    "LossStall",
     "NoStop",
+    "Patience",
     "Policy",
+    "RunningMaxDrop",
     "StopAtProgress",
     "evaluate",
     "run_episode",

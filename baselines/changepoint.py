@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from evalstop_gym.errors import ConfigError
+from evalstop_gym.sim.workloads import RLHF
 
 from .policies import Obs, need_field, observed
 
@@ -48,3 +49,49 @@ class Cusum:
     def __repr__(self) -> str:
         """Its parameters."""
         return f"Cusum(threshold={self.threshold:g}, drift={self.drift:g})"
+
+
+def cusum_table(evals: np.ndarray, drift: float) -> np.ndarray:
+    """(n, K): column i - 1 the :func:`cusum_statistic` of each row's evals 1..i.
+
+    The same recursion in the same float order, vectorised over rows (the
+    array scorer of the tuned CUSUM families).
+    """
+    evals = np.asarray(evals, dtype=float)
+    n, k = evals.shape
+    out = np.zeros((n, k))
+    s = np.zeros(n)
+    for i in range(1, k):
+        s = np.maximum(0.0, s - (evals[:, i] - evals[:, i - 1]) - drift)
+        out[:, i] = s
+    return out
+
+
+class GatedCusum(Cusum):
+    """:class:`Cusum` on RLHF runs only, and only at declared progress >= ``after``.
+
+    A floor family (:mod:`baselines.floors`): a late change point is taken for
+    a hacking run's decline.
+    """
+
+    def __init__(self, threshold: float = 0.1, drift: float = 0.0, after: float = 0.0) -> None:
+        """Validate the threshold, the drift and the progress gate (in [0, 1])."""
+        super().__init__(threshold, drift)
+        if not isinstance(after, int | float) or not 0.0 <= after <= 1.0:
+            raise ConfigError("after", after, "a progress in [0, 1]")
+        self.after = float(after)
+        self.name = f"GatedCUSUM-{threshold:g}/{drift:g}@{after:g}"
+
+    def act(self, obs: Obs) -> int:
+        """1 when an RLHF run past ``after`` has a statistic above the threshold."""
+        if int(np.argmax(need_field(obs, "job_type", self.name))) != RLHF:
+            return 0
+        if float(need_field(obs, "progress", self.name)[0]) < self.after - 1e-6:
+            return 0
+        return super().act(obs)
+
+    def __repr__(self) -> str:
+        """Its parameters."""
+        return (
+            f"GatedCusum(threshold={self.threshold:g}, drift={self.drift:g}, after={self.after:g})"
+        )

@@ -14,12 +14,18 @@ paired percentile bootstrap over seeds.  ΔJCT (mean JCT against NoStop's, %) is
 given beside each score: the utility counts a job's own GPU-hours, not the
 queueing its stop spares the others.
 
-The floors (best StopAt-p, first-eval gate) and the CUSUM detector are tuned
-on validation seeds disjoint from the test seeds, per task and price, by the
-utility they would reach.  Tuning is exact and cheap: each of these stoppers
-decides a job from that job's own observations, and a job's utility term
-depends only on where it ends, so a candidate is scored from every job's
-observation sequence (:func:`job_observations`) without running the cluster.
+The floors (:data:`baselines.floors.FLOOR_FAMILIES`: StopAt-p, the
+first-eval gate, running-max drop, k declines, level, gain, patience, gated
+CUSUM, loss stall, stop-by-type) and the classical CUSUM are tuned on
+validation seeds (:data:`VALIDATION_SEEDS`, disjoint from the test seeds),
+per task and price, by the utility they would reach; the family with the
+highest validation utility is the "Best floor".  Tuning is exact and cheap:
+each of these stoppers decides a job from that job's own observations, and a
+job's utility term depends only on where it ends, so every candidate of a
+family is scored at once from the episode's observation arrays
+(:func:`episode_arrays`, the values the observation shows) without running
+the cluster.  :func:`job_observations` and :func:`offline_utility` are the
+per-call reference the array scores are tested against.
 
 Score your own stopper with :func:`score` (also ``evalstop_experiments.score``)::
 
@@ -43,6 +49,7 @@ import functools
 import importlib
 import importlib.util
 import math
+import secrets
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -55,17 +62,25 @@ import numpy as np
 import evalstop_gym  # noqa: F401  (registers EvalStop-v0)
 from baselines.bayes import BayesStopper
 from baselines.changepoint import Cusum
+from baselines.curve_oracle import CurveOracle
 from baselines.evaluate import play_episode
-from baselines.floors import FirstEvalGate
+from baselines.floors import FLOOR_FAMILIES, EpisodeArrays, Family, FirstEvalGate, utilities
 from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
+from evalstop_gym.envs.core import BOUNDS
 from evalstop_gym.envs.evalstop import EvalStopEnv
+from evalstop_gym.envs.tables import observation_rows
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_open, atomic_write
 from evalstop_gym.sim.metrics import stop_values
+from evalstop_gym.sim.workloads import JOB_TYPES
 from evalstop_gym.suite import suite_task
 
-#: Seeds the floors are tuned on (disjoint from the test seeds 0..n-1).
-VALIDATION_SEEDS: tuple[int, ...] = tuple(range(1000, 1006))
+from .stats import seed_blocks
+
+#: Seeds the floors are tuned on: disjoint from the test seeds 0..n-1 (n < 2000) and
+#: from 1000..1005, which earlier tuning runs and audits looked at.
+VALIDATION_SEEDS: tuple[int, ...] = tuple(range(2000, 2012))
+#: The per-call reference tuning's grids (:func:`tuned_stoppers_per_call`).
 STOP_AT_GRID: tuple[float, ...] = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 GATE_QUANTILES: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8)
 CUSUM_THRESHOLDS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
@@ -149,8 +164,8 @@ def gate_candidates(episodes: Sequence[Sequence[JobObs]]) -> list[Policy]:
     return [FirstEvalGate(p, float(t)) for p in STOP_AT_GRID for t in thresholds]
 
 
-def tuned_stoppers(kw: dict[str, Any], val_seeds: Sequence[int]) -> dict[str, Policy]:
-    """The floors and CUSUM, tuned on ``val_seeds`` for these env kwargs."""
+def tuned_stoppers_per_call(kw: dict[str, Any], val_seeds: Sequence[int]) -> dict[str, Policy]:
+    """StopAt-p, the gate and CUSUM tuned by per-call ``act`` (the reference the arrays replace)."""
     episodes = [job_observations(kw, s) for s in val_seeds]
     return {
         "StopAt (tuned)": tune((StopAtProgress(p) for p in STOP_AT_GRID), episodes),
@@ -159,6 +174,145 @@ def tuned_stoppers(kw: dict[str, Any], val_seeds: Sequence[int]) -> dict[str, Po
             (Cusum(h, d) for h in CUSUM_THRESHOLDS for d in CUSUM_DRIFTS), episodes
         ),
     }
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One validation episode as the array scorers read it.
+
+    Attributes:
+        arrays: What the observation shows of every job (:class:`~baselines.floors.EpisodeArrays`).
+        values: (n, K) each job's utility term if it ends after checkpoint i, at the price.
+    """
+
+    arrays: EpisodeArrays
+    values: np.ndarray
+
+
+def _price_free_key(kw: dict[str, Any]) -> tuple | None:
+    """A hashable key of ``kw`` without its price (None: a value is unhashable)."""
+    key = tuple(sorted((k, v) for k, v in kw.items() if k != "gpu_hour_price"))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def episode_arrays(kw: dict[str, Any], seed: int) -> Episode:
+    """Every job's observed values and stop values of one episode, without running the cluster.
+
+    The arrays are the observation table the env shows (:func:`evalstop_gym.envs.tables.observation_rows`
+    on the episode's curves: float32, clipped), read once per job; the stop values
+    are :func:`job_observations`'s.  Needs every boundary field and the whole
+    history in view (``eval_window`` = K, as every suite task has).
+    """
+    key = _price_free_key(kw)
+    built = _built_episode(key, seed) if key is not None else _build_episode(kw, seed)
+    arrays, (true_eval, obs_eval, gpu_hours, deliver_best, step_frac) = built
+    values = stop_values(
+        true_eval, obs_eval, gpu_hours, kw["gpu_hour_price"], deliver_best, step_frac
+    )
+    return Episode(arrays, values)
+
+
+@functools.lru_cache(maxsize=256)
+def _built_episode(key: tuple, seed: int) -> tuple[EpisodeArrays, tuple]:
+    """:func:`_build_episode`, kept across the prices of a task (its arrays do not depend on it)."""
+    return _build_episode(dict(key), seed)
+
+
+def _build_episode(kw: dict[str, Any], seed: int) -> tuple[EpisodeArrays, tuple]:
+    """(the episode's arrays, the inputs of its stop values but the price)."""
+    env = gym.make("EvalStop-v0", disable_env_checker=True, **kw)
+    try:
+        env.reset(seed=seed)
+        base: EvalStopEnv = env.unwrapped  # type: ignore[assignment]
+        sim = base.sim
+        assert sim is not None
+        layout, c, b = base.layout, sim.curves, sim.batch
+        k = sim.n_ckpt
+        missing = [f for f in ("job_type", "evals", "consecutive_declines", "progress", "loss")
+                   if f not in layout.fields]  # fmt: skip
+        if missing:
+            raise ConfigError(
+                "obs_fields", layout.fields, "every boundary field (floor tuning reads them)"
+            )
+        if layout.window != k:
+            raise ConfigError(
+                "eval_window", layout.window, f"the whole history ({k}) for floor tuning"
+            )
+        table = observation_rows(
+            layout.fields, b.job_type, sim.declines, c.obs_eval, c.loss, layout.window,
+            len(JOB_TYPES), BOUNDS,
+        )  # fmt: skip
+        col = {f: a for f, a, _ in layout.slices}
+        w = layout.window
+        evals32 = np.ascontiguousarray(table[:, k - 1, col["evals"] : col["evals"] + w])
+        arrays = EpisodeArrays(
+            evals=evals32.astype(float),
+            loss=table[:, k - 1, col["loss"] : col["loss"] + w].astype(float),
+            job_type=np.asarray(b.job_type, dtype=np.int64),
+            progress=(np.arange(1, k + 1) / k).astype(np.float32).astype(float),
+            declines=table[:, :, col["consecutive_declines"]].astype(float),
+            evals32=evals32,
+        )
+        inputs = (c.true_eval, c.obs_eval, b.gpus * b.duration_h, sim.deliver_best, sim.step_frac)
+    finally:
+        env.close()
+    return arrays, inputs
+
+
+def family_utilities(
+    family: Family, candidates: Sequence[Policy], episodes: Sequence[Episode]
+) -> np.ndarray:
+    """(P,): each candidate's utility summed over ``episodes``, from the arrays (no ``act``).
+
+    Equal to ``sum(offline_utility(c, jobs) for jobs in episodes)`` bit for bit
+    (the same terms added in the same order).
+    """
+    total: Any = 0
+    for ep in episodes:
+        total = total + utilities(family.ends(candidates, ep.arrays), ep.values)
+    return np.asarray(total, dtype=float) * np.ones(len(candidates))
+
+
+@dataclass(frozen=True)
+class TunedFloor:
+    """A family's tuned member and the utility it reached on the validation episodes."""
+
+    family: Family
+    policy: Policy
+    utility: float
+
+
+def tune_family(family: Family, episodes: Sequence[Episode]) -> TunedFloor:
+    """The family's candidate with the highest validation utility (the first on a tie)."""
+    candidates = family.grid([ep.arrays for ep in episodes])
+    u = family_utilities(family, candidates, episodes)
+    best = int(np.argmax(u))
+    return TunedFloor(family, candidates[best], float(u[best]))
+
+
+def tune_floors(kw: dict[str, Any], val_seeds: Sequence[int]) -> dict[str, TunedFloor]:
+    """Every family of :data:`~baselines.floors.FLOOR_FAMILIES` tuned on ``val_seeds``; by key."""
+    episodes = [episode_arrays(kw, int(s)) for s in val_seeds]
+    return {f.key: tune_family(f, episodes) for f in FLOOR_FAMILIES}
+
+
+def best_floor(tuned: dict[str, TunedFloor]) -> TunedFloor:
+    """The floor family with the highest validation utility (the first on a tie)."""
+    floors = [t for t in tuned.values() if t.family.floor]
+    best = floors[0]
+    for t in floors[1:]:
+        if t.utility > best.utility:
+            best = t
+    return best
+
+
+def tuned_stoppers(kw: dict[str, Any], val_seeds: Sequence[int]) -> dict[str, Policy]:
+    """Every floor family and CUSUM, tuned on ``val_seeds`` for these env kwargs; by display name."""
+    return {f"{t.family.label} (tuned)": t.policy for t in tune_floors(kw, val_seeds).values()}
 
 
 def stop_positions(record: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -227,6 +381,14 @@ def reference_for(kw: dict[str, Any]) -> Reference:
 #: The kinds of stopper a scoring run plays: the suite's own, and ``EXTRA`` for one given to it.
 NOSTOP, STOP_AT_TUNED, GATE_TUNED, CUSUM_TUNED = "NoStop", "StopAtTuned", "GateTuned", "CusumTuned"
 LOSS_PLATEAU, EVALSTOP, EXTRA, BAYES, ORACLE = "LossPlateau", "EvalStop", "extra", "Bayes", "Oracle"
+#: The other tuned floor families (each a key of :data:`baselines.floors.FLOOR_FAMILIES`).
+DROP_TUNED, DECLINES_TUNED, LEVEL_TUNED = "DropTuned", "DeclinesTuned", "LevelTuned"
+GAIN_TUNED, PATIENCE_TUNED, GATED_CUSUM_TUNED = "GainTuned", "PatienceTuned", "GatedCusumTuned"
+LOSS_STALL_TUNED, BY_TYPE_TUNED = "LossStallTuned", "ByTypeTuned"
+#: The floor family with the best validation utility, and the curve-knowing reference.
+BEST_FLOOR, CURVE_ORACLE = "BestFloor", "CurveOracle"
+#: The floor families' kinds, in table order.
+FLOOR_KINDS: tuple[str, ...] = tuple(f.key for f in FLOOR_FAMILIES if f.floor)
 
 
 #: The stopper kind that plays each reference.
@@ -240,7 +402,8 @@ class Stopper:
     Args:
         kind: What it is (:data:`NOSTOP` ... :data:`ORACLE`, or :data:`EXTRA`).
         name: Its display name in tables (an extra stopper's name also tells it apart).
-        policy: What plays (None: the privileged Oracle, built from the simulator).
+        policy: What plays (None: the privileged Oracle, built from the simulator; an
+            object with ``privileged = True`` is bound to the simulator too).
         env: Observation-only env keyword arguments it plays with (a model's own
             window): the episodes stay the ones the others play.
     """
@@ -254,6 +417,11 @@ class Stopper:
     def key(self) -> tuple[str, str]:
         """What tells its rows apart: the kind, and an extra stopper's name."""
         return (self.kind, self.name if self.kind == EXTRA else "")
+
+    @property
+    def privileged(self) -> bool:
+        """Whether it reads the simulator (the Oracle, the CurveOracle): not a boundary policy."""
+        return self.policy is None or bool(getattr(self.policy, "privileged", False))
 
 
 @dataclass(frozen=True)
@@ -424,6 +592,9 @@ class ScoreRow:
     u_minus_u0_hi: float
     delta_jct_pct: float
     metrics: dict[str, float]
+    #: The test seeds, in order, and each seed's (U, U0, Uref) (not CSV columns).
+    test_seeds: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    per_seed: tuple[tuple[float, float, float], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -459,13 +630,21 @@ def suite_stoppers(
     val_seeds: Sequence[int] = (),
     extra: Sequence[StopperSpec] = (),
 ) -> list[Stopper]:
-    """Every stopper of the suite for one task and price, ``extra`` ones before the references."""
-    tuned = tuned_stoppers(kw, val_seeds)
+    """Every stopper of the suite for one task and price, ``extra`` ones before the references.
+
+    NoStop, each floor family tuned on ``val_seeds`` ("<family> (tuned)"), the
+    "Best floor" (the family with the highest validation utility, named in
+    its display name "Best floor (<family>)"), the tuned CUSUM, LossPlateau,
+    EvalStop(k=2), the extra stoppers, then :func:`references`.
+    """
+    tuned = tune_floors(kw, val_seeds)
+    best = best_floor(tuned)
+    floors = [t for t in tuned.values() if t.family.floor]
     return [
         Stopper(NOSTOP, "NoStop", NoStop()),
-        Stopper(STOP_AT_TUNED, "StopAt (tuned)", tuned["StopAt (tuned)"]),
-        Stopper(GATE_TUNED, "Gate (tuned)", tuned["Gate (tuned)"]),
-        Stopper(CUSUM_TUNED, "CUSUM (tuned)", tuned["CUSUM (tuned)"]),
+        *(Stopper(t.family.key, f"{t.family.label} (tuned)", t.policy) for t in floors),
+        Stopper(BEST_FLOOR, f"Best floor ({best.family.label})", best.policy),
+        Stopper(CUSUM_TUNED, "CUSUM (tuned)", tuned[CUSUM_TUNED].policy),
         Stopper(LOSS_PLATEAU, "LossPlateau", LossPlateau()),
         Stopper(EVALSTOP, "EvalStop(k=2)", EvalStop(2)),
         *(spec.build(task, kw) for spec in extra),
@@ -474,9 +653,10 @@ def suite_stoppers(
 
 
 def references(kw: dict[str, Any]) -> list[Stopper]:
-    """The Bayes stopper and the privileged Oracle for these env kwargs."""
+    """The Bayes stopper, the privileged CurveOracle and the privileged Oracle for these env kwargs."""
     return [
         Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw)),
+        Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()),
         Stopper(ORACLE, "Oracle", None),
     ]
 
@@ -526,7 +706,7 @@ def score_task(
                 gpu_hour_price=kw["gpu_hour_price"],
                 stopper_kind=st.kind,
                 stopper=st.name,
-                params="privileged" if st.policy is None else repr(st.policy),
+                params="privileged" if st.privileged else repr(st.policy),
                 reference=ref,
                 seeds=len(seeds),
                 score=score_,
@@ -537,6 +717,8 @@ def score_task(
                 u_minus_u0_hi=dhi,
                 delta_jct_pct=100.0 * (mean["mean_jct_h"] - jct0) / jct0,
                 metrics=mean,
+                test_seeds=tuple(int(x) for x in seeds),
+                per_seed=tuple(zip(u, u0, uref)),
             )
         )
     return rows
@@ -546,7 +728,7 @@ def score(
     policy: Policy | StopperSpec | str,
     task: str,
     *,
-    seeds: Iterable[int] = range(30),
+    seeds: Iterable[int] | str = range(30),
     prices: Sequence[float] = (1.0,),
     n_jobs: int | None = None,
     curves: str | None = None,
@@ -562,7 +744,10 @@ def score(
         task: A suite task (``hard-0.12``, ``paper-0.05``, ``trl-gao``, ...).
         seeds: Test seeds; NoStop and the reference play the same ones.  The default,
             30, is the fewest the benchmark reports a score on; tune your stopper on
-            other seeds (the suite's floors tune on 1000 and up).
+            other seeds (the suite's floors tune on :data:`VALIDATION_SEEDS`).
+            ``"fresh"``: 30 seeds drawn now from OS entropy over the whole 64-bit
+            seed space (:func:`fresh_seeds`; each row's ``test_seeds`` lists them),
+            so no stopper can have seen them.
         prices: Factors of the suite's GPU-hour price.
         n_jobs: Jobs per episode (default: the task's).
         curves: The corpus of a corpus task (``micro-rlhf``).
@@ -580,7 +765,7 @@ def score(
     else:
         shown = name or getattr(policy, "name", None) or type(policy).__name__
         spec = StopperSpec(str(shown), _Given(policy))
-    seeds = list(seeds)
+    seeds = resolve_seeds(seeds)
     rows = []
     for factor in prices:
         kw = env_kwargs(task, factor, n_jobs, curves)
@@ -591,6 +776,32 @@ def score(
         ]
         rows.append(score_task(task, factor, kw, stoppers, seeds)[1])
     return rows
+
+
+#: How many seeds ``seeds="fresh"`` draws.
+FRESH_SEEDS = 30
+
+
+def fresh_seeds(n: int = FRESH_SEEDS) -> list[int]:
+    """``n`` test seeds from OS entropy, uniform over the 64-bit seed space (``reset(seed=...)``)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ConfigError("seeds", n, "a number of fresh seeds >= 1")
+    return [secrets.randbits(64) for _ in range(n)]
+
+
+def resolve_seeds(seeds: Iterable[int] | str) -> list[int]:
+    """The test seeds of ``seeds``: the integers given, or :func:`fresh_seeds` for ``"fresh"``."""
+    if isinstance(seeds, str):
+        if seeds != "fresh":
+            raise ConfigError("seeds", seeds, "an iterable of ints >= 0 or 'fresh'")
+        return fresh_seeds(FRESH_SEEDS)
+    out = list(seeds)
+    bad = [x for x in out if not isinstance(x, int | np.integer) or not 0 <= x < 2**64]
+    if bad or not out:
+        raise ConfigError(
+            "seeds", bad[:3] if bad else out, "a non-empty iterable of ints in [0, 2**64)"
+        )
+    return [int(x) for x in out]
 
 
 @dataclass(frozen=True)
@@ -631,21 +842,92 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
         if (r["task"], _key(r)) not in seen:
             seen.append((r["task"], _key(r)))
     for task, key in seen:
-        first = keyed[(task, key, factors[0])]
-        cells = [task, first["reference"], first["stopper"]]
+        first = next(keyed[(task, key, f)] for f in factors if (task, key, f) in keyed)
+        best = key[0] == BEST_FLOOR
+        cells = [task, first["reference"], "Best floor" if best else first["stopper"]]
         for f in factors:
             r = keyed.get((task, key, f))
             if r is None:
                 cells.append("–")
-            elif (task, f) in weak:
-                cells.append("n/a")
+                continue
+            named = f" ({best_family(r)})" if best else ""
+            if (task, f) in weak:
+                cells.append("n/a" + named)
             else:
-                cells.append(f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]")
+                cell = f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]"
+                cells.append(cell + named)
         for f in factors:
             r = keyed.get((task, key, f))
             cells.append("–" if r is None else fmt(r["delta_jct_pct"], 1))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def best_family(row: dict[str, Any]) -> str:
+    """The family a "Best floor" row plays (its display name is "Best floor (<family>)")."""
+    return str(row["stopper"]).removeprefix("Best floor (").removesuffix(")")
+
+
+#: The stoppers whose scores the CI-coverage check splits into blocks of seeds.
+COVERAGE_KINDS: tuple[str, ...] = (BEST_FLOOR, CUSUM_TUNED, EVALSTOP, EXTRA, CURVE_ORACLE, ORACLE)
+
+
+def coverage_check(rows: Sequence[ScoreRow], blocks: int = 3) -> list[dict[str, Any]]:
+    """Each stopper's score on blocks of its test seeds, beside the full run's 95 % CI.
+
+    The seeds are split in order into ``blocks`` near-equal blocks
+    (:func:`~evalstop_experiments.stats.seed_blocks`, e.g. 3 blocks of 10 of 30);
+    each block is scored as the full run is (:func:`normalised_score` on its
+    seeds).  ``inside`` says whether each block's score falls in the full run's
+    interval: a CI that covers its run's blocks poorly is too narrow for the
+    seed-to-seed spread.  Rows of :data:`COVERAGE_KINDS` with per-seed data only,
+    and only with at least 2 seeds a block.
+    """
+    out = []
+    for r in rows:
+        if r.stopper_kind not in COVERAGE_KINDS or len(r.per_seed) < 2 * blocks:
+            continue
+        u, u0, uref = (np.array(x) for x in zip(*r.per_seed))
+        parts = [normalised_score(u[b], u0[b], uref[b]) for b in seed_blocks(len(u), blocks)]
+        out.append(
+            {
+                "task": r.task,
+                "price_factor": r.price_factor,
+                "stopper": r.stopper,
+                "seeds": r.seeds,
+                "score": r.score,
+                "score_lo": r.score_lo,
+                "score_hi": r.score_hi,
+                "blocks": parts,
+                "inside": [r.score_lo <= b[0] <= r.score_hi for b in parts],
+            }
+        )
+    return out
+
+
+def coverage_table(checks: Sequence[dict[str, Any]]) -> str:
+    """The CI-coverage check as Markdown: full score and CI, each block's score and CI."""
+    if not checks:
+        return "CI coverage: too few seeds to split into blocks.\n"
+    n = len(checks[0]["blocks"])
+    head = ["task", "price", "stopper", "score [95 % CI]"]
+    head += [f"block {i + 1}" for i in range(n)] + ["blocks inside CI"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in checks:
+        cells = [c["task"], f"{c['price_factor']:g}×", c["stopper"]]
+        cells.append(f"{fmt(c['score'])} [{fmt(c['score_lo'])}, {fmt(c['score_hi'])}]")
+        cells += [f"{fmt(b[0])} [{fmt(b[1])}, {fmt(b[2])}]" for b in c["blocks"]]
+        cells.append(f"{sum(c['inside'])}/{len(c['inside'])}")
+        lines.append("| " + " | ".join(cells) + " |")
+    inside = sum(sum(c["inside"]) for c in checks)
+    total = sum(len(c["inside"]) for c in checks)
+    seeds = checks[0]["seeds"]
+    return (
+        f"CI coverage: the test seeds in {n} blocks of ~{seeds // n}, each scored alone; "
+        f"{inside} of {total} block scores fall inside their full run's 95 % CI.\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
 
 
 def unreliable_prices(rows: Sequence[dict[str, Any]]) -> set[tuple[str, float]]:
@@ -679,8 +961,12 @@ def write_scores(
     stem: str,
     title: str,
     figures: Sequence[Path] = (),
+    notes: str = "",
 ) -> list[Path]:
-    """Write ``<stem>.csv`` (every column but ``stopper_kind``) and ``<stem>.md`` (the table, ``figures`` below it)."""
+    """Write ``<stem>.csv`` (every column but ``stopper_kind``) and ``<stem>.md``.
+
+    The Markdown holds the table, then ``notes`` (Markdown), then ``figures``.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out / f"{stem}.csv", out / f"{stem}.md"
@@ -693,6 +979,7 @@ def write_scores(
         md_path,
         f"# {title}\n\n{SCORE_LEGEND}\n\n"
         + markdown_table(rows)
+        + (f"\n{notes}" if notes else "")
         + "".join(f"\n![{p.stem}]({p.name})\n" for p in figures),
     )
     return [csv_path, md_path]

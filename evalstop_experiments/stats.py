@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from evalstop_gym.errors import ConfigError
+
 
 def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, int]:
     """Mean, half-width of the Student-t confidence interval, and n (NaNs dropped).
@@ -39,3 +41,10 @@ def fmt_ci(mean: float, half: float, scale: float = 1.0, digits: int = 1) -> str
     if math.isnan(half):
         return f"{mean * scale:.{digits}f}"
     return f"{mean * scale:.{digits}f} ± {half * scale:.{digits}f}"
+
+
+def seed_blocks(n: int, blocks: int) -> list[np.ndarray]:
+    """Indices 0..n-1 split in order into ``blocks`` near-equal blocks (sizes differ by <= 1)."""
+    if not isinstance(blocks, int) or isinstance(blocks, bool) or not 1 <= blocks <= max(n, 1):
+        raise ConfigError("blocks", blocks, f"an integer in [1, {max(n, 1)}]")
+    return list(np.array_split(np.arange(n), blocks))

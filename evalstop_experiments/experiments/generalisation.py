@@ -78,7 +78,7 @@ SIZES: dict[str, dict[str, Any]] = {
         "eval_episodes": 8,
     },
 }
-#: The training seed: neither a test seed (0..n-1) nor a validation seed (1000..1005).
+#: The training seed: neither a test seed (0..n-1) nor a floor-tuning validation seed.
 TRAIN_SEED = 100
 #: The full run's extra row: the shipped ``Learned.pretrained("hard")`` (trained on
 #: ``hard-0.05`` with the whole 20-eval history, 150k steps), played like the others.
@@ -86,9 +86,18 @@ SHIPPED = "hard-0.05 (shipped, all evals)"
 EXPERIMENT_ID = "E9"
 #: Said under a quick table: its models have had one rollout, so their rows say nothing.
 SMOKE_NOTE = (
-    " **Quick run: one 512-step rollout per model (both start from the same seeded"
-    " weights), a smoke test of the pipeline, not a result.**"
+    " **Quick run: one 512-step rollout and one PPO update per model (from the same"
+    " seeded weights), too little to learn when to stop: such models continue every"
+    " run and score 0. A smoke test of the pipeline, not a result.**"
 )
+
+
+def rollout_steps(n_envs: int | None) -> int:
+    """Env steps PPO collects before its first update: the zoo file's ``n_steps`` x envs."""
+    from baselines.training.zoo import load_zoo_config
+
+    conf = load_zoo_config("ppo")
+    return int(conf["n_steps"]) * int(n_envs or conf["n_envs"])
 
 
 def available() -> bool:
@@ -112,17 +121,26 @@ def train_models(
 
     A model is reused when its file, hash record and label (training set and
     budget) are there: a rerun scores what it trained.
+
+    Periodic evaluations come at least one rollout apart: one taken during the
+    first rollout scores the seeded initial weights, the same for every
+    training set, and keeping the best evaluated model would then keep those
+    (every quick model was one network).  A budget of one rollout keeps the
+    last model, the one its update made.
     """
     from baselines.learned import read_meta
     from baselines.training import train
     from baselines.training.domain_random import DomainRandomised
 
     folder = Path(out) / "e9_models"
+    rollout = rollout_steps(n_envs)
+    keep_best = timesteps > rollout
+    kept = "best evaluated" if keep_best else "last"
     models = {}
     for name in train_sets:
         tasks = TRAIN_SETS[name]
         domains = domain_kwargs(tasks, n_jobs=n_jobs, eval_window=COMMON_WINDOW)
-        label = f"E9 {name}, window {COMMON_WINDOW}, {timesteps} steps, {n_envs} envs, {n_jobs} jobs, seed {TRAIN_SEED}"
+        label = f"E9 {name}, window {COMMON_WINDOW}, {timesteps} steps, {n_envs} envs, {n_jobs} jobs, seed {TRAIN_SEED}, {kept} kept"
         path = folder / f"ppo-{name}.zip"
         if path.exists() and Path(f"{path}.sha256").exists() and read_meta(path)["label"] == label:
             models[name] = path
@@ -143,7 +161,8 @@ def train_models(
                 if custom
                 else None
             ),
-            eval_freq=max(timesteps // 5, 1),
+            eval_freq=max(timesteps // 5, rollout),
+            keep_best=keep_best,
             eval_episodes=eval_episodes,
             progress=False,
             label=label,

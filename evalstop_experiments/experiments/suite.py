@@ -2,12 +2,15 @@
 
 For each task (``evalstop_gym.suite_task``) and each price (the suite's price
 times 1/2, 1, 2), every stopper of :func:`~evalstop_experiments.scoring.suite_stoppers`
-(NoStop, the tuned floors and CUSUM, LossPlateau, EvalStop, any extra stopper,
-Bayes and the Oracle) is scored through :mod:`evalstop_experiments.scoring`:
-0 = NoStop, 1 = the Bayes stopper on synthetic tasks, the privileged Oracle on
-corpus tasks.  Extra stoppers (learned ones, your own) come in as
+(NoStop, every floor family tuned on validation seeds and the best of them,
+CUSUM, LossPlateau, EvalStop, any extra stopper, Bayes, the CurveOracle and
+the Oracle) is scored through :mod:`evalstop_experiments.scoring`: 0 = NoStop,
+1 = the Bayes stopper on synthetic tasks, the privileged Oracle on corpus
+tasks.  Extra stoppers (learned ones, your own) come in as
 :class:`~evalstop_experiments.scoring.StopperSpec` arguments
 (``ReproduceOptions.extra_stoppers``, ``benchmark --suite --policy SPEC``).
+Under the table: the test seeds when drawn fresh (``--fresh-seeds``), and the
+CI-coverage check (:func:`~evalstop_experiments.scoring.coverage_check`).
 """
 
 from __future__ import annotations
@@ -25,13 +28,21 @@ from ..scoring import (
     VALIDATION_SEEDS,
     ScoreRow,
     StopperSpec,
+    coverage_check,
+    coverage_table,
     env_kwargs,
+    fresh_seeds,
     markdown_table,
     score_task,
     stopper_spec,
     suite_stoppers,
     write_scores,
 )
+
+#: Test seeds of a suite score: the fewest the benchmark reports a score on.
+SUITE_SEEDS = 30
+#: Blocks of test seeds the CI-coverage check scores apart (3 blocks of 10 of 30).
+COVERAGE_BLOCKS = 3
 
 
 def run_task(
@@ -55,7 +66,7 @@ def run_task(
 
 def run_e8(
     tasks: Sequence[str] = SUITE_TASKS,
-    seeds: Sequence[int] = range(10),
+    seeds: Sequence[int] = range(SUITE_SEEDS),
     factors: Sequence[float] = PRICE_FACTORS,
     n_jobs: int | None = None,
     curves: str | None = None,
@@ -81,19 +92,67 @@ def run_e8(
     return rows
 
 
-def write_e8(out: str | Path, rows: Sequence[ScoreRow], figures: Sequence[Path] = ()) -> list[Path]:
-    """Write ``E8.csv`` (every column) and ``E8.md`` (the suite table, ``figures`` below it)."""
-    return write_scores(out, [r.as_dict() for r in rows], "E8", "E8: the benchmark suite", figures)
+def notes(rows: Sequence[ScoreRow], fresh: bool = False) -> str:
+    """What E8.md says under the table: the seeds (listed when fresh) and the CI-coverage check."""
+    if not rows:
+        return ""
+    seeds = rows[0].test_seeds
+    if fresh:
+        head = (
+            f"Test seeds: {len(seeds)} drawn at scoring time from OS entropy over the 64-bit "
+            f"seed space: {', '.join(map(str, seeds))}."
+        )
+    else:
+        head = f"Test seeds: {len(seeds)} ({_span(seeds)}); floors tuned on validation seeds {_span(VALIDATION_SEEDS)}."
+    return f"{head}\n\n{coverage_table(coverage_check(rows, COVERAGE_BLOCKS))}"
+
+
+def _span(seeds: Sequence[int]) -> str:
+    """``a..b`` for a run of consecutive seeds, else the list."""
+    s = list(seeds)
+    if s and s == list(range(s[0], s[0] + len(s))):
+        return f"{s[0]}..{s[-1]}"
+    return ", ".join(map(str, s))
+
+
+def write_e8(
+    out: str | Path, rows: Sequence[ScoreRow], figures: Sequence[Path] = (), fresh: bool = False
+) -> list[Path]:
+    """Write ``E8.csv`` (every column) and ``E8.md`` (the table, :func:`notes`, ``figures``)."""
+    return write_scores(
+        out,
+        [r.as_dict() for r in rows],
+        "E8",
+        "E8: the benchmark suite",
+        figures,
+        notes=notes(rows, fresh),
+    )
+
+
+class _SuiteDefault(int):
+    """``--seeds``'s default as ``benchmark`` sets it: ``--suite`` then plays :data:`SUITE_SEEDS`."""
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--suite``, ``--tasks`` and ``--out`` of ``evalstop-gym benchmark``."""
+    """``--suite``, ``--tasks``, ``--fresh-seeds`` and ``--out`` of ``evalstop-gym benchmark``."""
     g = parser.add_argument_group("benchmark suite (E8)")
-    g.add_argument("--suite", action="store_true", help="run the suite: normalised scores")
+    g.add_argument(
+        "--suite",
+        action="store_true",
+        help=f"run the suite: normalised scores (on {SUITE_SEEDS} test seeds unless --seeds)",
+    )
     g.add_argument(
         "--tasks", default=None, help=f"comma-separated tasks (default {','.join(SUITE_TASKS)})"
     )
+    g.add_argument(
+        "--fresh-seeds",
+        action="store_true",
+        help="draw the test seeds now from OS entropy over the 64-bit seed space (printed)",
+    )
     g.add_argument("--out", default="results-suite", help="folder of E8.csv and E8.md")
+    default = parser.get_default("seeds")
+    if isinstance(default, int):
+        parser.set_defaults(seeds=_SuiteDefault(default))
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
@@ -105,22 +164,29 @@ def cmd_suite(args: argparse.Namespace) -> int:
     """
     tasks = args.tasks.split(",") if args.tasks else SUITE_TASKS
     extra = [stopper_spec(spec) for spec in args.policy]  # a bad spec fails before any episode
+    n = SUITE_SEEDS if isinstance(args.seeds, _SuiteDefault) else args.seeds
+    fresh = bool(getattr(args, "fresh_seeds", False))
+    seeds = fresh_seeds(n) if fresh else range(n)
+    if fresh:
+        print(f"test seeds (fresh, OS entropy): {', '.join(map(str, seeds))}", flush=True)
     rows = run_e8(
         tasks,
-        range(args.seeds),
+        seeds,
         n_jobs=getattr(args, "env_n_jobs", None),
         curves=getattr(args, "env_curves", None),
         progress=lambda s: print(s, flush=True),
         extra_stoppers=extra,
     )
     print(markdown_table([r.as_dict() for r in rows]))
-    for path in write_e8(args.out, rows):
+    print(notes(rows, fresh))
+    for path in write_e8(args.out, rows, fresh=fresh):
         print(f"wrote {path}")
     return 0
 
 
-#: Seeds of E8 in ``reproduce`` (quick / default): paired CIs need far fewer than E1.
-E8_SEEDS = {"quick": 3, "default": 10}
+#: Seeds of E8 in ``reproduce`` (quick / default).  Quick's few seeds give "n/a" where the
+#: reference's own gain is not significant (:func:`~evalstop_experiments.scoring.unreliable_prices`).
+E8_SEEDS = {"quick": 3, "default": SUITE_SEEDS}
 
 
 def reproduce_e8(

@@ -341,3 +341,57 @@ def test_the_table_shows_no_ratio_where_the_reference_gain_is_not_significant() 
     evalstop = next(line for line in lines if "| EvalStop |" in line)
     assert "| n/a | 0.25 [-0.75, 1.25] |" in evalstop
     assert "-350.91" not in scoring.markdown_table(rows)
+
+
+# ------------------------------------------------------------------ best floor, CI coverage
+
+
+def _row(kind: str, stopper: str, per_seed: list, score: float = 0.5) -> scoring.ScoreRow:
+    return scoring.ScoreRow(
+        task="hard-0.12", price_factor=1.0, gpu_hour_price=SUITE_PRICE, stopper_kind=kind,
+        stopper=stopper, params="", reference=scoring.Reference.BAYES, seeds=len(per_seed),
+        score=score, score_lo=score - 0.1, score_hi=score + 0.1, u_minus_u0=1.0,
+        u_minus_u0_lo=0.5, u_minus_u0_hi=1.5, delta_jct_pct=0.0, metrics={},
+        test_seeds=tuple(range(len(per_seed))), per_seed=tuple(per_seed),
+    )  # fmt: skip
+
+
+def test_the_table_names_the_best_floor_family_at_each_price() -> None:
+    best = _row(scoring.BEST_FLOOR, "Best floor (Running-max drop)", []).as_dict()
+    other = {**best, "price_factor": 2.0, "stopper": "Best floor (Level)"}
+    bayes = {**best, "stopper_kind": scoring.BAYES, "stopper": "Bayes"}
+    rows = [best, other, bayes, {**bayes, "price_factor": 2.0}]
+    line = next(x for x in scoring.markdown_table(rows).splitlines() if "Best floor" in x)
+    assert "| Best floor |" in line
+    assert "(Running-max drop) |" in line and "(Level) |" in line
+
+
+def test_coverage_check_scores_blocks_of_seeds_against_the_full_ci() -> None:
+    from evalstop_experiments.stats import seed_blocks
+
+    assert [len(b) for b in seed_blocks(31, 3)] == [11, 10, 10]
+    with pytest.raises(ConfigError, match="blocks"):
+        seed_blocks(3, 4)
+    # U - U0 = 1 on every seed; Uref - U0 = 2 on the first 10 seeds, then 4: blocks 0.5, 0.25.
+    per_seed = [(1.0, 0.0, 2.0 if i < 10 else 4.0) for i in range(30)]
+    row = _row(scoring.BEST_FLOOR, "Best floor (Level)", per_seed, score=0.3)
+    (check,) = scoring.coverage_check([row, _row(scoring.NOSTOP, "NoStop", per_seed)])
+    assert [b[0] for b in check["blocks"]] == [0.5, 0.25, 0.25]
+    assert check["inside"] == [False, True, True]
+    assert "1 of 3" not in scoring.coverage_table([check])
+    assert "2 of 3 block scores" in scoring.coverage_table([check])
+    assert scoring.coverage_check([_row(scoring.BEST_FLOOR, "b", per_seed[:5])]) == []
+
+
+@pytest.mark.slow
+def test_benchmark_suite_draws_fresh_seeds_and_writes_them_with_the_coverage(tmp_path) -> None:
+    from evalstop_cli.main import main
+
+    out = tmp_path / "out"
+    argv = ["benchmark", "--suite", "--tasks", "paper-0.12", "--seeds", "6", "--n-jobs", "15"]
+    assert main([*argv, "--fresh-seeds", "--out", str(out)]) == 0
+    md = (out / "E8.md").read_text()
+    assert "drawn at scoring time from OS entropy" in md and "CI coverage" in md
+    assert "| Best floor |" in md and "| CurveOracle |" in md
+    seeds = md.split("seed space: ")[1].split(".")[0].split(", ")
+    assert len(seeds) == 6 and all(0 <= int(s) < 2**64 for s in seeds)

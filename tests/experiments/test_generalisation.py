@@ -86,3 +86,19 @@ def test_e9_quick_runs_end_to_end_with_every_cell_finite(tmp_path) -> None:
     assert all(math.isfinite(float(r[k])) for r in rows for k in ("score", "score_lo", "score_hi"))
     report = (tmp_path / "REPORT.md").read_text()
     assert "## E9" in report and "| mix |" in report
+    # Each training set's own model: not the seeded initial weights an evaluation taken
+    # before the first update would keep (the two models were one network then).
+    from baselines.learned import Learned, read_meta
+
+    models = sorted((tmp_path / "e9_models").glob("*.zip"))
+    assert len(models) == 2 and all(read_meta(m)["selected"] == "last" for m in models)
+    a, b = (Learned(m).model.policy.state_dict() for m in models)
+    assert any(not (a[k] == b[k]).all() for k in a)
+
+
+def test_quick_models_keep_the_last_model_after_their_one_rollout() -> None:
+    pytest.importorskip("yaml")
+    from evalstop_experiments.experiments import generalisation as e9
+
+    assert e9.rollout_steps(1) == 512 and e9.rollout_steps(None) == 512 * 4
+    assert e9.SIZES["quick"]["timesteps"] <= e9.rollout_steps(e9.SIZES["quick"]["n_envs"])

@@ -125,3 +125,23 @@ def test_the_readme_scores_a_stopper_from_a_users_file(tmp_path, monkeypatch) ->
     assert isinstance(row, ScoreRow)
     assert row.stopper == "my_stopper.py:LateDrop" and row.task == "hard-0.12"
     assert math.isfinite(row.score) and row.score_lo <= row.score <= row.score_hi
+
+
+def test_fresh_seeds_span_the_64_bit_seed_space_and_are_listed(monkeypatch) -> None:
+    monkeypatch.setattr(scoring, "FRESH_SEEDS", 2)
+    row = score(EvalStop(2), "hard-0.12", seeds="fresh", n_jobs=10)[0]
+    assert row.seeds == 2 and len(row.test_seeds) == 2
+    assert all(0 <= s < 2**64 for s in row.test_seeds)
+    assert len({s for _ in range(20) for s in scoring.fresh_seeds(3)}) == 60  # no repeats
+    assert max(s for _ in range(50) for s in scoring.fresh_seeds(4)) > 2**60
+
+
+def test_the_env_accepts_the_largest_seed() -> None:
+    kw = scoring.env_kwargs("hard-0.12", 1.0, n_jobs=5)
+    assert math.isfinite(scoring.play(kw, 2**64 - 1, EvalStop(2))["utility"])
+
+
+@pytest.mark.parametrize("seeds", ["random", [-1], [2**64], [], [0.5]])
+def test_bad_seeds_fail_with_the_field_named(seeds) -> None:
+    with pytest.raises(ConfigError, match="seeds"):
+        score(EvalStop(2), "hard-0.12", seeds=seeds, n_jobs=10)
