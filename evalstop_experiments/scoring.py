@@ -520,6 +520,20 @@ def _load_module(where: str) -> Any:
     return module
 
 
+def isolated_spec(spec: str, name: str | None = None) -> StopperSpec:
+    """The :class:`StopperSpec` of an untrusted stopper: it plays from its own process.
+
+    The stopper's code is imported only in a child interpreter that receives
+    observations and returns actions (:class:`~evalstop_experiments.isolated.IsolatedSource`),
+    so it cannot reach the env, the simulator or this process's memory.  Use it with
+    fresh test seeds (``seeds="fresh"``): isolation alone does not stop a stopper that
+    recognises a public seed from its first observation.
+    """
+    from .isolated import IsolatedSource
+
+    return StopperSpec(name or spec, IsolatedSource(spec))
+
+
 def stopper_spec(spec: str) -> StopperSpec:
     """The :class:`StopperSpec` a command-line ``--policy`` spec names (checked now)."""
     return StopperSpec(spec, PolicySource(spec))
@@ -733,6 +747,7 @@ def score(
     n_jobs: int | None = None,
     curves: str | None = None,
     name: str | None = None,
+    isolated: bool = False,
 ) -> list[ScoreRow]:
     """Your stopper's normalised score on a suite task, one row per price factor.
 
@@ -752,13 +767,25 @@ def score(
         n_jobs: Jobs per episode (default: the task's).
         curves: The corpus of a corpus task (``micro-rlhf``).
         name: Its display name (default: its class name or spec).
+        isolated: Play the stopper from its own process (:func:`isolated_spec`; ``policy``
+            must then be a spec string).  In-process scoring is not a sandbox: an
+            untrusted stopper's ``act`` can walk the call stack to the env.  Pair it
+            with ``seeds="fresh"``.
 
     Returns:
         One :class:`ScoreRow` per price: the score against :class:`Reference`
         (Bayes on synthetic tasks, the Oracle on corpus tasks) with its 95 % CI,
         U − U0 with its CI, ΔJCT and the honest metrics.
     """
-    if isinstance(policy, str):
+    if not isinstance(isolated, bool):
+        raise ConfigError("isolated", isolated, "True or False")
+    if isolated and not isinstance(policy, str):
+        raise ConfigError(
+            "policy", policy, "a spec string ('file.py:Class', ...) with isolated=True"
+        )
+    if isolated:
+        spec = isolated_spec(policy, name)  # type: ignore[arg-type]
+    elif isinstance(policy, str):
         spec = StopperSpec(name or policy, PolicySource(policy))
     elif isinstance(policy, StopperSpec):
         spec = policy

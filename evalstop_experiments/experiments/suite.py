@@ -32,6 +32,7 @@ from ..scoring import (
     coverage_table,
     env_kwargs,
     fresh_seeds,
+    isolated_spec,
     markdown_table,
     score_task,
     stopper_spec,
@@ -134,7 +135,7 @@ class _SuiteDefault(int):
 
 
 def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--suite``, ``--tasks``, ``--fresh-seeds`` and ``--out`` of ``evalstop-gym benchmark``."""
+    """``--suite``, ``--tasks``, ``--fresh-seeds``, ``--isolated`` and ``--out`` of ``benchmark``."""
     g = parser.add_argument_group("benchmark suite (E8)")
     g.add_argument(
         "--suite",
@@ -148,6 +149,12 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
         "--fresh-seeds",
         action="store_true",
         help="draw the test seeds now from OS entropy over the 64-bit seed space (printed)",
+    )
+    g.add_argument(
+        "--isolated",
+        action="store_true",
+        help="play each --policy from its own process (an untrusted stopper; use with "
+        "--fresh-seeds): it gets observations and returns actions, nothing else",
     )
     g.add_argument("--out", default="results-suite", help="folder of E8.csv and E8.md")
     default = parser.get_default("seeds")
@@ -163,7 +170,9 @@ def cmd_suite(args: argparse.Namespace) -> int:
     ``pretrained:NAME``, ``model:PATH``) is scored beside the suite's stoppers.
     """
     tasks = args.tasks.split(",") if args.tasks else SUITE_TASKS
-    extra = [stopper_spec(spec) for spec in args.policy]  # a bad spec fails before any episode
+    # a bad spec fails before any episode; --isolated plays each from its own process
+    make = isolated_spec if getattr(args, "isolated", False) else stopper_spec
+    extra = [make(spec) for spec in args.policy]
     n = SUITE_SEEDS if isinstance(args.seeds, _SuiteDefault) else args.seeds
     fresh = bool(getattr(args, "fresh_seeds", False))
     seeds = fresh_seeds(n) if fresh else range(n)

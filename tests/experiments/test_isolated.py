@@ -193,3 +193,21 @@ def test_specs_are_checked_before_any_episode_and_never_imported_here(tmp_path: 
         import pickle
 
         pickle.dumps(IsolatedPolicy(f"{spec}:Stopper", TASK, _kw()))
+
+
+@pytest.mark.slow
+def test_score_isolated_flag_plays_the_spec_from_a_child() -> None:
+    """``score(spec, isolated=True)`` is the same score as in-process, and refuses an object."""
+    seeds = [secrets.randbits(64) for _ in range(2)]
+    (row,) = score(f"{HOSTILE}:Fair", TASK, seeds=seeds, n_jobs=N_JOBS, isolated=True)
+    (plain,) = score(Fair(), TASK, seeds=seeds, n_jobs=N_JOBS)
+    assert row.params.startswith("isolated(") and row.score == plain.score
+    with pytest.raises(ConfigError, match="isolated=True"):
+        score(Fair(), TASK, seeds=seeds, n_jobs=N_JOBS, isolated=True)
+
+
+def test_benchmark_suite_has_an_isolated_flag() -> None:
+    from evalstop_cli.main import build_parser
+
+    args = build_parser().parse_args(["benchmark", "--suite", "--isolated", "--fresh-seeds"])
+    assert args.isolated and args.fresh_seeds
