@@ -10,6 +10,10 @@ the process CPU time of each whole ``train`` call. Both runs must record the sam
 learning curve (checked). Then one periodic evaluation of the model trained, by itself:
 ``BatchEvaluator.evaluate`` against SB3's ``evaluate_policy`` on the same episodes.
 Targets: the training run <= 0.7x, one evaluation <= 0.25x.
+
+``--e6`` instead times one of E6's quick models (DQN, 20,000 steps, 5 evaluations of
+4 episodes: ``evalstop_experiments.experiments.learned.train_one``'s settings), the
+same two ways.
 """
 
 from __future__ import annotations
@@ -51,13 +55,45 @@ def ratio_line(title: str, new: list[float], old: list[float], target: float) ->
     )
 
 
+def e6(reps: int) -> None:
+    """CPU of one quick E6 model's training, batched evaluation against SB3's."""
+    from evalstop_experiments.experiments import learned as e6
+
+    steps = e6.BUDGET["quick"]
+    evaluations, episodes = e6.EVALUATIONS["quick"]
+    tmp = Path(tempfile.mkdtemp(prefix="bench_e6-"))
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    order = [True, False]
+    for rep in range(reps):
+        for batch in order:
+            config = TRAIN.TrainConfig(
+                out=tmp / f"{batch}-{rep}.zip",
+                algo=e6.ALGO,
+                timesteps=steps,
+                env_kwargs={"eval_noise": e6.SIGMAS[0]},
+                progress=False,
+                eval_freq=e6.eval_every(steps, evaluations),
+                eval_episodes=episodes,
+                batch_eval=batch,
+            )
+            cpu[batch].append(timed(functools.partial(TRAIN.train, config))[0])
+        order.reverse()
+    curves = {b: read_meta(tmp / f"{b}-0.zip")["learning_curve"] for b in cpu}
+    assert curves[True] == curves[False], "the two evaluations recorded different curves"
+    print(ratio_line(f"E6 quick model ({e6.ALGO}, {steps} steps)", cpu[True], cpu[False], 1.0))
+
+
 def main() -> None:
     """Print the two CPU ratios."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--timesteps", type=int, default=30_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--eval-reps", type=int, default=7)
+    ap.add_argument("--e6", action="store_true", help="time one of E6's quick models instead")
     args = ap.parse_args()
+    if args.e6:
+        e6(args.reps)
+        return
     kwargs = suite_task("hard-0.05")
     tmp = Path(tempfile.mkdtemp(prefix="bench_train_eval-"))
     cpu: dict[bool, list[float]] = {True: [], False: []}

@@ -34,6 +34,7 @@ from .engine import Event, Simulator
 from .job import SchedulingView
 from .pools import Pool, choices_for
 from .queues import RunEntry, live_entries, negate_key, take_victims
+from .schedulers import Scheduler
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,11 @@ class PooledSimulator(Simulator):
         self._pool_of = [-1] * n  # the pool a job runs on, -1 when it holds none
         self._rates = [1.0] * n
         self._order: list[tuple[int, ...] | None] = [None] * n  # computed on first placement
+        #: Orders by (job type, GPUs) when the scheduler places by the base class's rule
+        #: (which reads no per-job field); None when it has its own ``pool_order``.
+        self._shared_orders: dict[tuple[int, int], tuple[int, ...]] | None = (
+            {} if type(self.scheduler).pool_order is Scheduler.pool_order else None
+        )
         self._choices = [choices_for(pools, t) for t in range(len(pools[0].speeds))]
         self._pool_running: list[list[RunEntry]] = [[] for _ in pools]
         self._pool_compact_at = [64] * len(pools)
@@ -124,21 +130,36 @@ class PooledSimulator(Simulator):
 
     # ------------------------------------------------------------- internals
     def _job_order(self, jid: int) -> tuple[int, ...]:
-        """The pools job ``jid`` may use, in its scheduler's order (asked once per job)."""
+        """The pools job ``jid`` may use, in its scheduler's order (asked once per job).
+
+        The base class's placement rule reads only the pools as the job's type sees
+        them, so with it the order is one per (job type, gang size), computed once.
+        """
         order = self._order[jid]
         if order is None:
-            choices = self._choices[self._type[jid]]
-            view = self._views[jid]
-            asked = list(self.scheduler.pool_order(view, choices))  # type: ignore[arg-type]
-            n = len(self.pools)
-            if any(not isinstance(p, int) or not 0 <= p < n for p in asked):
-                raise ValueError(
-                    f"{self.scheduler!r}.pool_order returned {asked}: pool indices in [0, {n})"
-                )
-            ranked = list(dict.fromkeys([*asked, *range(n)]))
-            g = self._gpus[jid]
-            order = self._order[jid] = tuple(p for p in ranked if self.pools[p].size >= g)
+            t, g = self._type[jid], self._gpus[jid]
+            shared = self._shared_orders
+            if shared is not None:
+                order = shared.get((t, g))
+                if order is None:
+                    order = shared[(t, g)] = self._ask_order(jid, t, g)
+            else:
+                order = self._ask_order(jid, t, g)
+            self._order[jid] = order
         return order
+
+    def _ask_order(self, jid: int, job_type: int, g: int) -> tuple[int, ...]:
+        """The scheduler's pool order for ``jid``, checked, completed and cut to pools of >= g."""
+        choices = self._choices[job_type]
+        view = self._views[jid]
+        asked = list(self.scheduler.pool_order(view, choices))  # type: ignore[arg-type]
+        n = len(self.pools)
+        if any(not isinstance(p, int) or not 0 <= p < n for p in asked):
+            raise ValueError(
+                f"{self.scheduler!r}.pool_order returned {asked}: pool indices in [0, {n})"
+            )
+        ranked = list(dict.fromkeys([*asked, *range(n)]))
+        return tuple(p for p in ranked if self.pools[p].size >= g)
 
     def _arrive(self, jid: int) -> None:
         """A job enters the system (as :meth:`Simulator._arrive`, a fit being a pool's room).
