@@ -1,6 +1,6 @@
 """SB3 PPO rollout collection and training throughput: EvalStop-v0 against CartPole-v1.
 
-    python benchmarks/bench_train.py [--timesteps 32768] [--reps 2]
+    python benchmarks/bench_train.py [--timesteps 32768] [--reps 2] [--no-control]
 
 Both with ``PPO("MlpPolicy", ...)`` at SB3's defaults (n_steps 2048, 10
 epochs, batch 64), 16 envs, one torch thread: EvalStop-v0 through
@@ -117,6 +117,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--timesteps", type=int, default=2048 * N_ENVS)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--no-control", action="store_true", help="skip the padded-CartPole control")
     args = ap.parse_args()
     torch.set_num_threads(1)
     width = NativeVecEnv(1, seed=0).observation_space.shape[0]
@@ -127,6 +128,8 @@ def main() -> None:
             lambda: padded_cartpole(width), n_envs=N_ENVS, seed=0
         ),
     }
+    if args.no_control:
+        del makers["cartpole_padded"]
     splits: dict[str, list[tuple[int, float, float]]] = {name: [] for name in makers}
     contenders = {
         name: learner(make, args.timesteps, splits[name]) for name, make in makers.items()
