@@ -140,10 +140,13 @@ def main() -> None:
     print(f"{'PPO MlpPolicy, 16 envs':34s} {'EvalStop':>13s} {'CartPole':>13s}")
     print(report("rollout collection (steps/s)", collect, "evalstop", "cartpole", TARGET))
     print(report("whole learn, fps (no target)", rates, "evalstop", "cartpole", 0.0))
-    print(f"{'':34s} {'EvalStop':>13s} {f'CartPole {width}-wide':>13s}")
-    print(
-        report("collection, control (same width)", collect, "evalstop", "cartpole_padded", TARGET)
-    )
+    if not args.no_control:
+        print(f"{'':34s} {'EvalStop':>13s} {f'CartPole {width}-wide':>13s}")
+        print(
+            report(
+                "collection, control (same width)", collect, "evalstop", "cartpole_padded", TARGET
+            )
+        )
     print("where the CPU goes (medians over the runs):")
     for name, split in splits.items():
         print(split_line(name, split))
