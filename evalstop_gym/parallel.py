@@ -20,6 +20,12 @@ environment from their first instruction, before numpy or torch are imported.
 
 Results are yielded as ``(index, result)`` pairs as they finish.
 
+No process outlives the fan-out that started it: a pool that finished is shut down
+and joined; one left by an error or Ctrl-C cancels what has not started and
+terminates its workers (a long task is not waited for); and the *spawn* method's
+resource-tracker process, which would otherwise linger past the program's exit, is
+stopped and reaped when the program exits.
+
 :meth:`Executor.beside` runs single tasks in a process of their own while the
 caller goes on with other work (a one-process spawn pool with
 :data:`WORKER_ENV`), when there is a core to spare for it: a local backend of
@@ -31,8 +37,10 @@ This module knows nothing of policies or experiments and imports no third-party 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import multiprocessing
+import multiprocessing.resource_tracker
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -195,7 +203,7 @@ class Beside:
     def __exit__(self, *exc: object) -> None:
         """End the process (cancelling what has not started if the block failed)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=exc[0] is not None)
+            _end_pool(self._pool, finished=exc[0] is None)
             self._pool = None
 
     def submit(self, fn: Callable[[T], R], item: T) -> Future[R]:
@@ -251,10 +259,60 @@ def _worker_environment() -> Iterator[None]:
 
 def _start_pool(workers: int) -> ProcessPoolExecutor | None:
     try:
-        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     except (OSError, NotImplementedError, ImportError) as e:  # e.g. no semaphores in a sandbox
         warnings.warn(f"no process pool ({e}); running serially", RuntimeWarning, stacklevel=3)
         return None
+    _stop_tracker_at_exit()
+    return pool
+
+
+def _end_pool(pool: ProcessPoolExecutor, *, finished: bool) -> None:
+    """Shut ``pool`` down: join its idle workers, or (not finished) terminate them.
+
+    After an error or Ctrl-C the tasks still running are not waited for (a training
+    run can take minutes): what has not started is cancelled and the workers end.
+    """
+    if finished:
+        pool.shutdown(wait=True)
+        return
+    # The executor's own record of its worker processes (what shutdown joins).
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=10)
+        if proc.is_alive():  # pragma: no cover - a worker ignoring SIGTERM
+            proc.kill()
+            proc.join()
+    # The executor's management thread notices the dead workers and exits.
+    pool.shutdown(wait=True)
+
+
+_tracker_hooked = False
+
+
+def _stop_tracker_at_exit() -> None:
+    """Have the spawn resource tracker stopped and reaped when this program exits.
+
+    Spawning a pool starts it (a child of this process that ends only after this
+    process does, left to be reaped by whoever adopts it); stopping it at exit, after
+    every pool has been shut down, leaves no process behind.
+    """
+    global _tracker_hooked
+    if not _tracker_hooked:
+        _tracker_hooked = True
+        atexit.register(_stop_tracker)
+
+
+def _stop_tracker() -> None:
+    tracker = getattr(multiprocessing.resource_tracker, "_resource_tracker", None)
+    stop = getattr(tracker, "_stop", None)
+    if stop is not None:
+        with contextlib.suppress(Exception):  # at exit: never mask the program's own outcome
+            stop()
 
 
 def _pool_imap(fn: Callable[[T], R], items: list[T], workers: int) -> Iterator[tuple[int, R]]:
@@ -279,7 +337,7 @@ def _pool_imap(fn: Callable[[T], R], items: list[T], workers: int) -> Iterator[t
                 pending[pool.submit(fn, item)] = i
         finished = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=not finished)
+        _end_pool(pool, finished=finished)
 
 
 def _take(it: Iterator[T], n: int) -> Iterator[T]:

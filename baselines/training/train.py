@@ -99,6 +99,11 @@ class TrainConfig:
     vec: str = "dummy"
     """``dummy`` (SB3's vector env over N wrapped envs) or ``native`` (N simulators batched in
     one process, :class:`baselines.training.native_vec.NativeVecEnv`)."""
+    batch_eval: bool = True
+    """Play each periodic evaluation's episodes side by side, the actions of every env in
+    one call of the policy (:mod:`baselines.training.batch_eval`: the same episodes,
+    actions and numbers as SB3's one-by-one ``EvalCallback``, which False plays; a
+    recurrent model always plays SB3's way)."""
     make_base_env: Any = None
     """A picklable ``() -> env`` (e.g. a ``functools.partial`` of
     :class:`baselines.training.domain_random.DomainRandomised`) that replaces the training
@@ -191,6 +196,13 @@ def train(
         eval_episodes,
         log_dir,
         config.keep_best,
+        batch_of=None
+        if recurrent or not config.batch_eval
+        else functools.partial(
+            _monitored,
+            functools.partial(_make_env, config.env_kwargs, None, config.make_base_env),
+            flatten,
+        ),
     )
     t0 = time.perf_counter()
     model.learn(
@@ -211,7 +223,8 @@ def train(
         if config.make_base_env is None
         else config.make_base_env().observation_space
     )
-    ref = _evalstop_reference(eval_env, eval_seed, space, flatten, eval_episodes)
+    batch = getattr(callback, "batch", None)
+    ref = _evalstop_reference(eval_env, eval_seed, space, flatten, eval_episodes, batch)
     write_meta(
         tmp_out,
         {
@@ -237,6 +250,8 @@ def train(
     _publish(tmp_out, out)
     venv.close()
     eval_env.close()
+    if batch is not None:
+        batch.close()
     return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve, model)
 
 
@@ -399,10 +414,28 @@ def _eval_callback(
     eval_episodes: int,
     log_dir: Path,
     keep_best: bool,
+    batch_of: Any = None,
 ) -> Any:
-    """Periodic evaluation on the same validation episodes each time."""
+    """Periodic evaluation on the same validation episodes each time.
+
+    With ``batch_of`` (a ``() -> env`` wrapped as ``eval_env``'s one env), the episodes
+    are played side by side in envs it builds (:mod:`baselines.training.batch_eval`).
+    """
     from stable_baselines3.common.callbacks import EvalCallback
 
+    if batch_of is not None:
+        from .batch_eval import batch_eval_callback
+
+        return batch_eval_callback(
+            batch_of,
+            eval_env,
+            eval_seed,
+            max(eval_freq // n_envs, 1),
+            eval_episodes,
+            str(log_dir),
+            str(log_dir) if keep_best else None,
+            _reseed(eval_env, eval_seed),
+        )
     return EvalCallback(
         eval_env,
         eval_freq=max(eval_freq // n_envs, 1),
@@ -416,17 +449,30 @@ def _eval_callback(
 
 
 def _evalstop_reference(
-    eval_env: Any, eval_seed: int, dict_space: Any, flatten: bool, episodes: int
+    eval_env: Any,
+    eval_seed: int,
+    dict_space: Any,
+    flatten: bool,
+    episodes: int,
+    batch: Any = None,
 ) -> float:
-    """EvalStop(k=2)'s return on the very episodes every evaluation used (NaN without its field)."""
+    """EvalStop(k=2)'s return on the very episodes every evaluation used (NaN without its field).
+
+    Played side by side in ``batch`` (a :class:`baselines.training.batch_eval.BatchEvaluator`
+    over those episodes) when given, else one by one in ``eval_env``.
+    """
     from stable_baselines3.common.evaluation import evaluate_policy
 
     from ..policies import EvalStop
 
     if "consecutive_declines" not in dict_space.spaces:
         return float("nan")
-    eval_env.seed(eval_seed)
     predictor = _PolicyPredictor(EvalStop(2), dict_space, flatten)
+    if batch is not None:
+        played = batch.evaluate(lambda obs: predictor.predict(obs)[0])
+        if played is not None:
+            return float(np.mean(played[0]))
+    eval_env.seed(eval_seed)
     return float(evaluate_policy(predictor, eval_env, episodes)[0])
 
 
@@ -505,6 +551,15 @@ def _make_env(env_kwargs: dict[str, Any], wrapper: str | None = None, make_base:
     if wrapper is not None:
         return getattr(wrappers, wrapper.rpartition(".")[2])(env)
     return wrappers.EpisodeMetricsInfo(env)
+
+
+def _monitored(make_env: Any, flatten: bool) -> Any:
+    """``make_env()`` wrapped as ``make_vec_env`` wraps it (Monitor, then the flattening)."""
+    from gymnasium.wrappers import FlattenObservation
+    from stable_baselines3.common.monitor import Monitor
+
+    env = Monitor(make_env())
+    return FlattenObservation(env) if flatten else env
 
 
 def _env_wrapper(name: str | None, vec: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, SupportsFloat
 
@@ -154,6 +155,19 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         #: Column of the job-type one-hot in a job's row (-1 without job_type).
         self._type_col = next((a for f, a, _ in core.layout.slices if f == "job_type"), -1)
         self._obs: dict[str, np.ndarray] | None = None
+        # The observation buffer the steps refill (see _observe), and its views.
+        self._rows_at = 2 + len(SLOT_FIELDS) * n
+        self._field_slices = list(core.layout.field_slices)
+        #: Where each cluster key lies in the buffer (free_gpus, queue_length, the slot fields).
+        self._cuts = [("free_gpus", 0, 1), ("queue_length", 1, 2)] + [
+            (f, 2 + i * n, 2 + (i + 1) * n) for i, f in enumerate(SLOT_FIELDS)
+        ]
+        self._job_gpus: list[int] = []
+        self._job_types: list[int] = []
+        # (One array, its parts cut out at each step: views kept as attributes would not
+        # survive pickling as views.)
+        self._buf = np.zeros(self._rows_at + n * core.layout.width, np.float32)
+        self._forget()
 
     # ----------------------------------------------------------------- gym API
     def reset(
@@ -166,6 +180,11 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         sim = self.core.sim
         assert sim is not None
         self._epoch = sim.simultaneous_checkpoints()
+        # A new episode: the rows of the last one's (job, checkpoint) pairs no longer hold.
+        self._buf[:] = 0.0
+        self._forget()
+        self._job_gpus = sim.batch.gpus.tolist()
+        self._job_types = sim.batch.job_type.tolist()
         obs = self._observe()
         if self.render_mode == "human":
             print(cluster_ansi_frame(obs, sim.num_gpus), end="")
@@ -180,7 +199,7 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if not self._epoch:
             raise RuntimeError("step() called after the episode ended: call env.reset()")
         act = self._parse_action(action)
-        decisions = {jid: int(act[i]) for i, jid in enumerate(self._epoch[: self.max_jobs])}
+        decisions = dict(zip(self._epoch[: self.max_jobs], act))
         core, total, n = self.core, 0.0, 0
         while core.jid is not None and core.jid in decisions:
             a = decisions.pop(core.jid)
@@ -222,59 +241,106 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return mask.reshape(-1)
 
     # -------------------------------------------------------------- internals
-    def _parse_action(self, action: Any) -> np.ndarray:
-        """The action as an int array of shape (N,) with values in {0, 1, 2}, or ValueError."""
+    def _parse_action(self, action: Any) -> list[int]:
+        """The action as N ints in {0, 1, 2} (a list: the step reads a few), or ValueError."""
         arr = np.asarray(action)
         if arr.shape != (self.max_jobs,) or arr.dtype.kind not in "iu":
             raise ValueError(
                 f"action={action!r} is not allowed: an integer array of shape ({self.max_jobs},)"
             )
-        if arr.size and (arr.min() < 0 or arr.max() > 2):
+        values = arr.tolist()
+        if values and (min(values) < 0 or max(values) > 2):
             raise ValueError(
                 f"action={action!r} is not allowed: per slot 0 (continue), 1 (stop), "
                 "2 (deprioritise)"
             )
-        return arr
+        return values
 
     def _observe(self) -> dict[str, np.ndarray]:
         """The observation of the cluster now (zeros once the episode is over).
 
-        Built in two fresh buffers: the slot fields (5, N) and the jobs' rows
-        (N, row width), each observation key a view of one of them.
+        The env keeps the observation in one buffer (the two cluster numbers, the slot
+        fields (5, N), the jobs' rows (N, row width)) and refills only what changed
+        since the last step: a slot's row is rewritten when another job or checkpoint
+        moved into it. The observation handed out is a copy of that buffer (observations
+        kept by the caller never change), each key a view of it.
         """
         core, n = self.core, self.max_jobs
-        sim, layout = core.sim, core.layout
+        sim = core.sim
         assert sim is not None
-        head = np.zeros(2 + len(SLOT_FIELDS) * n, np.float32)
-        slots = head[2:].reshape(len(SLOT_FIELDS), n)
-        rows = np.zeros((n, layout.width), np.float32)
-        obs = {"free_gpus": head[0:1], "queue_length": head[1:2]}
-        obs.update(zip(SLOT_FIELDS, slots))
-        obs.update((f, rows[:, s]) for f, s in layout.field_slices)
-        self._obs = obs
+        buf = self._buf
         if core.jid is None:
-            return obs
+            buf[:] = 0.0
+            self._forget()
+            return self._views(buf.copy())
         running, waiting = sim.jobs_in_system()
-        head[0], head[1] = sim.free, len(waiting)
         epoch = self._epoch
-        deciding = set(epoch)
-        order = [*epoch, *(j for j in running if j not in deciding), *waiting][:n]
+        if len(epoch) == 1:
+            first = epoch[0]
+            order = [first, *(j for j in running if j != first), *waiting]
+        else:
+            deciding = set(epoch)
+            order = [*epoch, *(j for j in running if j not in deciding), *waiting]
+        del order[n:]
         m, k = len(order), min(len(epoch), n)
-        slots[0, :m] = 1.0
-        slots[1, :k] = 1.0
-        slots[2, : min(len(running), m)] = 1.0  # deciding jobs run, and come first
+        slots = buf[2 : self._rows_at].reshape(len(SLOT_FIELDS), n)
+        rows = buf[self._rows_at :].reshape(n, -1)
+        buf[0], buf[1] = sim.free, len(waiting)
+        # present, decide, running: each a prefix of ones (deciding jobs run, and come first)
+        counts = (m, k, min(len(running), m))
+        for i, (c, was) in enumerate(zip(counts, self._counts)):
+            if c > was:
+                slots[i, was:c] = 1.0
+            elif c < was:
+                slots[i, c:was] = 0.0
+        self._counts = counts
         if sim.demoted:
             slots[3, :m] = [jid in sim.demoted for jid in order]
-        gpus, types = sim.batch.gpus, sim.batch.job_type
-        slots[4, :m] = gpus[order]
+            slots[3, m:] = 0.0
+            self._demoted_shown = True
+        elif self._demoted_shown:
+            slots[3] = 0.0
+            self._demoted_shown = False
+        keys, done, type_col = self._keys, sim.checkpoints_done, self._type_col
+        gpus_of, type_of, gpus = self._job_gpus, self._job_types, slots[4]
         for slot, jid in enumerate(order):
             # The epoch's other jobs report their checkpoint at this very instant; the
             # engine pops their events one decision at a time.
-            ckpt = sim.checkpoints_done(jid) + (0 < slot < k)
+            ckpt = done(jid) + (0 < slot < k)
+            key = (jid << 20) | ckpt
+            if keys[slot] == key:
+                continue
+            if keys[slot] >> 20 != jid:
+                gpus[slot] = gpus_of[jid]
+            keys[slot] = key
             if ckpt:
                 rows[slot] = core.row(jid, ckpt)
-            elif self._type_col >= 0:
-                rows[slot, self._type_col + types[jid]] = 1.0
+            else:
+                rows[slot] = 0.0
+                if type_col >= 0:
+                    rows[slot, type_col + type_of[jid]] = 1.0
+        if self._shown > m:
+            rows[m : self._shown] = 0.0
+            gpus[m : self._shown] = 0.0
+            keys[m : self._shown] = [-1] * (self._shown - m)
+        self._shown = m
+        return self._views(buf.copy())
+
+    def _forget(self) -> None:
+        """Mark every slot empty (the buffer is zero): a new episode's rows differ."""
+        n = self.max_jobs
+        self._keys = [-1] * n
+        self._counts = (0, 0, 0)
+        self._shown = 0
+        self._demoted_shown = False
+
+    def _views(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        """The observation dict over a flat buffer laid out as ``self._buf``."""
+        obs = {key: flat[a:b] for key, a, b in self._cuts}
+        rows = flat[self._rows_at :].reshape(self.max_jobs, -1)
+        for f, s in self._field_slices:
+            obs[f] = rows[:, s]
+        self._obs = obs
         return obs
 
     def _info(self, n_decided: int) -> dict[str, Any]:
@@ -295,9 +361,17 @@ def per_job_actions(
     ``EvalStop-v0`` fields (exactly the observation ``EvalStop-v0`` shows for
     the job), so scripted policies run unchanged: ``per_job_actions(obs, policy.act)``.
     """
-    n = len(obs["decide"])
-    out = np.zeros(n, dtype=np.int64)
-    fields = [k for k in obs if k not in SLOT_FIELDS and k not in ("free_gpus", "queue_length")]
-    for slot in np.flatnonzero(obs["decide"] > 0.5):
-        out[slot] = int(act({f: obs[f][slot] for f in fields}))
+    decide = obs["decide"].tolist()
+    out = np.zeros(len(decide), dtype=np.int64)
+    fields = _job_fields(tuple(obs))
+    columns = [obs[f] for f in fields]
+    for slot, d in enumerate(decide):
+        if d > 0.5:
+            out[slot] = int(act(dict(zip(fields, [c[slot] for c in columns]))))
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _job_fields(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The per-job fields among an observation's keys (every key but the cluster's own)."""
+    return tuple(k for k in keys if k not in SLOT_FIELDS and k not in ("free_gpus", "queue_length"))

@@ -31,8 +31,10 @@ from typing import Any
 from ..errors import ConfigError
 from .config import SimConfig
 from .engine import Event, Simulator
+from .job import SchedulingView
 from .pools import Pool, choices_for
 from .queues import RunEntry, live_entries, negate_key, take_victims
+from .schedulers import Scheduler
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,12 @@ class PooledSimulator(Simulator):
         self._pool_free = [p.size for p in pools]
         self._pool_of = [-1] * n  # the pool a job runs on, -1 when it holds none
         self._rates = [1.0] * n
-        self._lean_arrivals = False  # every arrival goes through this class's placing pass
         self._order: list[tuple[int, ...] | None] = [None] * n  # computed on first placement
+        #: Orders by (job type, GPUs) when the scheduler places by the base class's rule
+        #: (which reads no per-job field); None when it has its own ``pool_order``.
+        self._shared_orders: dict[tuple[int, int], tuple[int, ...]] | None = (
+            {} if type(self.scheduler).pool_order is Scheduler.pool_order else None
+        )
         self._choices = [choices_for(pools, t) for t in range(len(pools[0].speeds))]
         self._pool_running: list[list[RunEntry]] = [[] for _ in pools]
         self._pool_compact_at = [64] * len(pools)
@@ -97,39 +103,95 @@ class PooledSimulator(Simulator):
             return
         self._pending = -1
         self.n_decisions += 1
-        self._push_next_checkpoint(jid)
+        # _push_next_checkpoint and _push_running inlined (the same operations, the same
+        # bits: next_decision wrote out the work left, and now + 0.0 is now).
+        left = self._pending_left / self._rates[jid]  # wall-clock hours on its pool
+        self._counter = c = self._counter + 1
+        t = self.now + (0.0 if left < 0.0 else left) + self.eval_cost_h
+        heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
         if self.preemptive:
-            key = self._push_running(jid)
+            ver = self._run_ver[jid] = self._run_ver[jid] + 1
+            key = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
+            old, self._run_key[jid] = self._run_key[jid], key
+            p = self._pool_of[jid]
+            running = self._pool_running[p]
+            heapq.heappush(running, (-key if type(key) is float else negate_key(key), jid, ver))
+            if len(running) > self._pool_compact_at[p]:
+                live = self._pool_running[p] = live_entries(running, self._state, self._run_ver)
+                self._pool_compact_at[p] = 4 * len(live) + 64
             # Stable before this checkpoint and only this job's key changed (see the base
-            # class): a pass can change something only if the best waiting job now beats it.
+            # class): a pass can change something only if the best waiting job now beats
+            # it, and beat it not before (else the jobs keyed worse than the best waiting
+            # one, pool by pool, are the same ones, and held too few GPUs).
             if self._n_waiting:
                 top = self._top if self._top_valid else self._waiting_top()
-                if top[0] < key:
+                if top[0] < key and not (top[0] < old and self._lean_passes):
                     self._schedule()
 
     # ------------------------------------------------------------- internals
     def _job_order(self, jid: int) -> tuple[int, ...]:
-        """The pools job ``jid`` may use, in its scheduler's order (asked once per job)."""
+        """The pools job ``jid`` may use, in its scheduler's order (asked once per job).
+
+        The base class's placement rule reads only the pools as the job's type sees
+        them, so with it the order is one per (job type, gang size), computed once.
+        """
         order = self._order[jid]
         if order is None:
-            choices = self._choices[self._type[jid]]
-            view = self._views[jid]
-            asked = list(self.scheduler.pool_order(view, choices))  # type: ignore[arg-type]
-            n = len(self.pools)
-            if any(not isinstance(p, int) or not 0 <= p < n for p in asked):
-                raise ValueError(
-                    f"{self.scheduler!r}.pool_order returned {asked}: pool indices in [0, {n})"
-                )
-            ranked = list(dict.fromkeys([*asked, *range(n)]))
-            g = self._gpus[jid]
-            order = self._order[jid] = tuple(p for p in ranked if self.pools[p].size >= g)
+            t, g = self._type[jid], self._gpus[jid]
+            shared = self._shared_orders
+            if shared is not None:
+                order = shared.get((t, g))
+                if order is None:
+                    order = shared[(t, g)] = self._ask_order(jid, t, g)
+            else:
+                order = self._ask_order(jid, t, g)
+            self._order[jid] = order
         return order
+
+    def _ask_order(self, jid: int, job_type: int, g: int) -> tuple[int, ...]:
+        """The scheduler's pool order for ``jid``, checked, completed and cut to pools of >= g."""
+        choices = self._choices[job_type]
+        view = self._views[jid]
+        asked = list(self.scheduler.pool_order(view, choices))  # type: ignore[arg-type]
+        n = len(self.pools)
+        if any(not isinstance(p, int) or not 0 <= p < n for p in asked):
+            raise ValueError(
+                f"{self.scheduler!r}.pool_order returned {asked}: pool indices in [0, {n})"
+            )
+        ranked = list(dict.fromkeys([*asked, *range(n)]))
+        return tuple(p for p in ranked if self.pools[p].size >= g)
+
+    def _arrive(self, jid: int) -> None:
+        """A job enters the system (as :meth:`Simulator._arrive`, a fit being a pool's room).
+
+        The lean path of the base class holds pool by pool: before an arrival the
+        cluster is stable (no waiting job fits any pool, the best waiting one cannot
+        preempt in any pool of its order), so the pass after it starts the newcomer
+        if some pool has room for it (on the pool ``_start`` picks), and otherwise
+        acts only by preempting for the newcomer, if it is the new best waiting job.
+        """
+        self.n_in_system += 1
+        self._in_system[jid] = None
+        self._views[jid] = SchedulingView(
+            jid, self._gpus[jid], self._arrival[jid], self._estimate[jid], self.n_ckpt
+        )
+        if self.events is not None:
+            self._log("arrival", jid)
+        if not self._lean_passes:
+            self._enqueue(jid)
+            self._schedule()
+        elif self._gpus[jid] <= max(self._pool_free):
+            self._start(jid)
+        else:
+            self._enqueue(jid)
+            if self._arrival_needs_pass(jid) and self._preempt_for_best_waiting():
+                self._schedule()
 
     def _start(self, jid: int) -> None:
         """Start ``jid`` on the first pool of its order with room for its gang."""
         g = self._gpus[jid]
         free = self._pool_free
-        for p in self._job_order(jid):
+        for p in self._order[jid] or self._job_order(jid):
             if free[p] >= g:
                 break
         else:
@@ -178,7 +240,7 @@ class PooledSimulator(Simulator):
         class's: the job runs and the entry is its latest version.
         """
         ver = self._run_ver[jid] = self._run_ver[jid] + 1
-        key = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
+        key = self._run_key[jid] = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
         p = self._pool_of[jid]
         running = self._pool_running[p]
         heapq.heappush(running, (-key if type(key) is float else negate_key(key), jid, ver))

@@ -111,3 +111,68 @@ def test_beside_runs_tasks_in_a_process_of_their_own_or_here_at_once() -> None:
         with pytest.raises(ArithmeticError, match="three"):
             failed.result()
     assert not Executor("ray", workers=2).beside().separate
+
+
+def _process_group(pgid: int) -> list[str]:
+    """Processes (pid and command) of process group ``pgid``, zombies included."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after it
+        fields = stat.rpartition(")")[2].split()
+        if int(fields[2]) == pgid:
+            out.append(f"{entry} {stat.split(' ', 2)[1]} {fields[0]}")
+    return out
+
+
+FAN_OUT = """
+import time
+from evalstop_gym.parallel import Executor
+import tests.experiments.test_parallel as t
+assert Executor(workers=2).map(t.square, range(6)) == [x * x for x in range(6)]
+with Executor(workers=2).beside() as b:
+    assert b.submit(t.square, 4).result() == 16
+if {fail}:
+    start = time.monotonic()
+    try:
+        Executor(workers=2).map(t.sleep_or_fail, [1, 2, 3, 4])
+    except ArithmeticError:
+        pass
+    # the task still sleeping was not waited for
+    assert time.monotonic() - start < 30, time.monotonic() - start
+"""
+
+
+def sleep_or_fail(x: int) -> int:
+    """A task that fails fast for one item and sleeps long for the others."""
+    import time
+
+    if x == 1:
+        time.sleep(0.5)
+        raise ArithmeticError("one")
+    time.sleep(120)
+    return x
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process groups from /proc")
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_fan_out_leaves_no_process_behind(fail: bool) -> None:
+    """A reproduce-like fan-out (pool, beside, a failing task) exits with its group empty."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAN_OUT.format(fail=fail)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        start_new_session=True,  # its own process group: the group id is its pid
+    )
+    assert proc.wait(timeout=120) == 0
+    assert _process_group(proc.pid) == []
