@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..errors import ConfigError
+from ..errors import ConfigError, shown
 from ..sim.config import MAX_JOBS
 from .config import arguments, refuse_unknown_arguments
 from .evalstop import EvalStopEnv
@@ -246,12 +246,12 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         arr = np.asarray(action)
         if arr.shape != (self.max_jobs,) or arr.dtype.kind not in "iu":
             raise ValueError(
-                f"action={action!r} is not allowed: an integer array of shape ({self.max_jobs},)"
+                f"action={shown(action)} is not allowed: an integer array of shape ({self.max_jobs},)"
             )
         values = arr.tolist()
         if values and (min(values) < 0 or max(values) > 2):
             raise ValueError(
-                f"action={action!r} is not allowed: per slot 0 (continue), 1 (stop), "
+                f"action={shown(action)} is not allowed: per slot 0 (continue), 1 (stop), "
                 "2 (deprioritise)"
             )
         return values
