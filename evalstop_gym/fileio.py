@@ -47,6 +47,7 @@ __all__ = [
     "atomic_open",
     "atomic_savefig",
     "atomic_write",
+    "bounded_lines",
     "file_identity",
     "folder_lock",
     "open_regular",
@@ -241,6 +242,33 @@ def read_regular(
                 f"lines of at most {_mib(max_line)}; line {line} is longer",
             )
     return data
+
+
+def bounded_lines(
+    fh: IO[str], *, max_line: int = MAX_LINE_BYTES, field: str = "path", where: str = ""
+) -> Iterator[str]:
+    """The lines of the text stream ``fh``, refusing one longer than ``max_line`` characters.
+
+    Each line is read with ``readline(max_line + 1)``, so a file without newlines costs at
+    most one bounded read before it is refused (``csv.reader`` takes this iterator as it
+    takes a file).
+
+    Raises:
+        ConfigError: a line longer than ``max_line``; the message names its number.
+    """
+    n = 0
+    while True:
+        line = fh.readline(max_line + 1)
+        if not line:
+            return
+        n += 1
+        if len(line) > max_line:
+            raise ConfigError(
+                field,
+                where or getattr(fh, "name", "?"),
+                f"lines of at most {max_line} characters; line {n} is longer",
+            )
+        yield line
 
 
 def file_identity(path: str | os.PathLike[str]) -> tuple[int, ...]:
