@@ -26,7 +26,7 @@ from test_reproduce import TINY, _without_timing
 
 import evalstop_experiments.reproduce as reproduce_mod
 from evalstop_experiments.experiments import EXPERIMENTS
-from evalstop_experiments.plan import Experiment, Plan, ReproduceOptions
+from evalstop_experiments.plan import Plan, ReproduceOptions
 from evalstop_experiments.reproduce import reproduce
 from evalstop_experiments.runner import MANIFEST
 from evalstop_gym.fileio import FolderInUseError, atomic_write, folder_lock
@@ -208,7 +208,3 @@ def test_resume_reuses_the_real_e8(tmp_path: Path) -> None:
     assert {t.experiment: t for t in res.timings}["E8"].all_reused
     assert (tmp_path / "E8.csv").read_bytes() == e8
     assert _without_timing(tmp_path / "REPORT.md") == report
-
-
-def test_the_experiment_objects_are_untouched() -> None:
-    assert all(isinstance(e, Experiment) for e in EXPERIMENTS)
