@@ -116,10 +116,16 @@ def meta_from_bytes(data: bytes, where: str = "model file") -> dict[str, Any]:
     return meta
 
 
-def _numbers(v: Any) -> bool:
-    return isinstance(v, list) and all(
-        isinstance(x, int | float) and not isinstance(x, bool) and not math.isnan(x) for x in v
-    )
+def _shape(v: Any, depth: int = 0) -> tuple[int, ...] | None:
+    """The shape of a (nested) list of numbers, None if ragged, too deep or not numbers."""
+    if isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v):
+        return ()
+    if not isinstance(v, list) or not v or depth > 3 or len(v) > MAX_FIELD_SIZE:
+        return None
+    inner = {_shape(x, depth + 1) for x in v[:MAX_FIELD_SIZE]}
+    if len(inner) != 1 or None in inner:
+        return None
+    return (len(v), *inner.pop())
 
 
 def _check_meta(meta: Any, bad: str) -> None:
@@ -139,16 +145,17 @@ def _check_meta(meta: Any, bad: str) -> None:
     if not isinstance(space, dict):
         raise ModelFileError(f"{bad}: observation_space must be an object")
     for name, box in space.items():
+        shape = _shape(box.get("low")) if isinstance(box, dict) else None
         ok = (
-            isinstance(box, dict)
-            and _numbers(box.get("low"))
-            and _numbers(box.get("high"))
-            and 0 < len(box["low"]) == len(box["high"]) <= MAX_FIELD_SIZE
+            shape is not None
+            and shape != ()
+            and _shape(box.get("high")) == shape
+            and math.prod(shape) <= MAX_FIELD_SIZE
         )
         if not ok:
             raise ModelFileError(
                 f"{bad}: observation_space[{str(name)[:40]!r}] must hold 'low' and 'high', "
-                f"lists of 1 to {MAX_FIELD_SIZE} numbers of equal length"
+                f"(nested) lists of at most {MAX_FIELD_SIZE} numbers of the same shape"
             )
     for key in ("label", "eval_window"):
         if meta.get(key) is not None and not isinstance(meta[key], str | int):

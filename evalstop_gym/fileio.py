@@ -25,6 +25,7 @@ import hashlib
 import io
 import os
 import re
+import shlex
 import stat
 import sys
 import tempfile
@@ -328,7 +329,7 @@ def folder_lock(folder: str | os.PathLike[str], what: str = "another run") -> It
                 f"{folder} is in use by {what} ({holder or 'a process that did not say which'}); "
                 "wait for it to end, or choose another output folder"
             ) from None
-        cmd = " ".join(sys.argv) or "python"
+        cmd = shlex.join([os.path.basename(sys.argv[0] or "python"), *sys.argv[1:]])
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()}: {cmd}\n".encode(), 0)
         yield lock
