@@ -363,7 +363,7 @@ class Learned:
             raise ConfigError(
                 "observation_space",
                 got,
-                f"the one {self.path} was trained on, obs_fields={list(want)} with shapes "
+                f"the one {self.path} was trained on obs_fields={list(want)} with shapes "
                 f"{want}; {self.training_env_advice()}",
             )
 
@@ -393,14 +393,15 @@ class Learned:
         ]
         if list(self.obs_fields) != list(env.get("obs_fields") or self.obs_fields):
             flags.append(f"--obs-fields {','.join(self.obs_fields)}")
-        shown = " ".join(flags) or "its training settings"
+        shown = " ".join(flags)
         if task is not None:
             return (
                 f"play it on the task it was trained on, {task}: "
                 f"gym.make('EvalStop-v0', **evalstop_gym.suite_task({task!r})); on the command "
                 f"line `benchmark --suite --tasks {task}`, or `benchmark {shown}`"
             )
-        return f"make the env it was trained on: {env or 'see its metadata'} (flags: `{shown}`)"
+        how = f" (on the command line `{shown}`)" if flags else ""
+        return f"make the env with the arguments it was trained on, {env}{how}"
 
     def act(self, obs: dict[str, np.ndarray]) -> int:
         """The model's action (0 continue, 1 stop) on a Dict observation."""

@@ -116,7 +116,10 @@ def _prepare(out: Path, opts: ReproduceOptions, clock: RunClock) -> None:
     elif not opts.resume:
         used = package_files(out, selected)
         if used:
-            exps = sorted({p.parent.name if p.parent.name != STAGES else p.stem for p in used})
+            raw = out / "raw"
+            exps = sorted(
+                {p.stem if p.parent.name == STAGES else p.relative_to(raw).parts[0] for p in used}
+            )
             raise FileExistsError(
                 f"{len(used)} results of {', '.join(exps)} are already in {out / 'raw'}: "
                 "pass --resume to reuse them, or --fresh to recompute everything"

@@ -69,7 +69,7 @@ class UntrustedFileError(EvalStopError):
     """A file holding code (a pickled model) has no matching hash record, so it is not loaded."""
 
 
-class FolderInUseError(EvalStopError, FileExistsError):
+class FolderInUseError(EvalStopError):
     """Another process holds the folder's lock (see :func:`folder_lock`)."""
 
 

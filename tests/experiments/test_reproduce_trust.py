@@ -159,7 +159,7 @@ def test_a_used_folder_is_refused_before_any_work(tmp_path: Path, fake_e8: list[
     reproduce(tmp_path, experiments=["E1", "E8"], **TINY)
     assert len(fake_e8) == 1
     t0 = time.process_time()
-    with pytest.raises(FileExistsError, match="--resume"):
+    with pytest.raises(FileExistsError, match=r"results of E1, E8 .*--resume"):
         reproduce(tmp_path, experiments=["E8", "E1"], **TINY)
     assert len(fake_e8) == 1  # E8 did not run again before the refusal
     assert time.process_time() - t0 < 5
