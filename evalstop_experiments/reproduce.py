@@ -266,8 +266,31 @@ def _stage_files(exp: Experiment, out: Path) -> dict[str, str]:
     return files
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Whether ``b`` (read back from JSON) stands for ``a``: same structure, same numbers.
+
+    NumPy floats come back as Python floats of the same value (they print alike); a tuple
+    would come back as a list, so a plan holding one is not recorded.
+    """
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict)
+            and list(a) == list(b)
+            and all(isinstance(k, str) and _same(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, bool) or a is None or isinstance(a, str):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int):
+        return type(b) is int and a == b
+    if isinstance(a, float):
+        return isinstance(b, float) and (a == b or (a != a and b != b))
+    return False
+
+
 def _plan_payload(plan: Plan) -> dict[str, Any] | None:
-    """The plan as JSON-ready data, or None if JSON would not give it back exactly."""
+    """The plan as JSON-ready data, or None if JSON would not give it back as it is."""
     data = {
         "header": plan.header,
         "notes": plan.notes,
@@ -276,9 +299,9 @@ def _plan_payload(plan: Plan) -> dict[str, Any] | None:
     }
     try:
         back = json.loads(json.dumps(data, allow_nan=True))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
-    return back if repr(back) == repr(data) else None
+    return back if _same(data, back) else None
 
 
 def _stage_path(exp: Experiment, out: Path) -> Path:
