@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import math
+import struct
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,24 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from evalstop_gym.errors import ConfigError
-from evalstop_gym.fileio import read_verified
+from evalstop_gym.errors import ConfigError, EvalStopError
+from evalstop_gym.fileio import MAX_MODEL_BYTES, read_regular, read_verified
 
 META_NAME = "evalstop_gym.json"
+
+#: The most members a model zip may hold (SB3 writes six, plus :data:`META_NAME`).
+MAX_MEMBERS = 64
+#: The largest :data:`META_NAME` member, uncompressed (the shipped model's is 4 kB).
+MAX_META_BYTES = 4 * 2**20
+#: The largest other member, uncompressed (declared size; SB3 reads them itself).
+MAX_MEMBER_BYTES = 512 * 2**20
+#: The largest observation field a model may declare (values per field).
+MAX_FIELD_SIZE = 2**16
+
+
+class ModelFileError(EvalStopError):
+    """A model file that is not a readable evalstop-gym model (its zip or its metadata)."""
+
 
 #: Folder of the shipped models (package data): ``<name>.zip`` and its ``.sha256`` record.
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
@@ -32,18 +48,140 @@ PRETRAINED: dict[str, str] = {
 }
 
 
-def read_meta(path: str | Path) -> dict[str, Any]:
-    """The metadata stored in a model file (``.zip`` may be left out of ``path``)."""
+def _model_path(path: str | Path) -> Path:
     p = Path(path)
     if not p.is_file() and p.with_suffix(".zip").is_file():
-        p = p.with_suffix(".zip")
+        return p.with_suffix(".zip")
+    return p
+
+
+def _member_count(data: bytes, where: str) -> int:
+    """The entry count of the zip's end-of-central-directory record, before zipfile parses it."""
+    # The record is the last 22 bytes plus a comment of at most 65535 bytes.
+    at = data.rfind(b"PK\x05\x06", max(0, len(data) - 22 - 65535))
+    if at < 0 or len(data) - at < 22:
+        raise ModelFileError(f"{where} is not an evalstop-gym model file: not a zip file")
+    disk_entries, total = struct.unpack_from("<HH", data, at + 8)
+    if total == 0xFFFF or disk_entries == 0xFFFF:  # ZIP64: never written for a model
+        raise ModelFileError(
+            f"{where} is not an evalstop-gym model file: a ZIP64 archive "
+            f"(a model zip holds at most {MAX_MEMBERS} members)"
+        )
+    return total
+
+
+def meta_from_bytes(data: bytes, where: str = "model file") -> dict[str, Any]:
+    """The checked metadata of the model zip whose bytes are ``data`` (``where`` names it).
+
+    Bounded whatever the bytes hold: at most :data:`MAX_MEMBERS` members, none declaring
+    more than :data:`MAX_MEMBER_BYTES`, and the metadata read up to :data:`MAX_META_BYTES`
+    plus one byte, so a member that inflates to gigabytes is refused after a few MiB.
+
+    Raises:
+        ModelFileError: not a zip, too many or too large members, no metadata, or metadata
+            without the fields a model needs.
+    """
+    bad = f"{where} is not an evalstop-gym model file (an SB3 zip with {META_NAME})"
+    n = _member_count(data, where)
+    if n > MAX_MEMBERS:
+        raise ModelFileError(f"{bad}: {n} members, at most {MAX_MEMBERS} allowed")
     try:
-        with zipfile.ZipFile(p) as zf, zf.open(META_NAME) as fh:
-            return json.load(fh)
-    except (FileNotFoundError, zipfile.BadZipFile, KeyError) as e:
-        raise ValueError(
-            f"{path} is not an evalstop-gym model file (an SB3 zip with {META_NAME}): {e}"
-        ) from None
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+            if len(infos) > MAX_MEMBERS:
+                raise ModelFileError(f"{bad}: {len(infos)} members, at most {MAX_MEMBERS}")
+            for info in infos:
+                cap = MAX_META_BYTES if info.filename == META_NAME else MAX_MEMBER_BYTES
+                if info.file_size > cap:
+                    raise ModelFileError(
+                        f"{bad}: member {info.filename[:80]!r} declares {info.file_size} bytes, "
+                        f"at most {cap} allowed"
+                    )
+            metas = [i for i in infos if i.filename == META_NAME]
+            if not metas:
+                raise ModelFileError(f"{bad}: no {META_NAME} member")
+            with zf.open(metas[-1]) as fh:
+                raw = fh.read(MAX_META_BYTES + 1)
+    except ModelFileError:
+        raise
+    except Exception as e:  # untrusted bytes: zipfile, zlib, bz2 and lzma raise many types
+        raise ModelFileError(f"{bad}: {type(e).__name__}: {str(e)[:200]}") from None
+    if len(raw) > MAX_META_BYTES:
+        raise ModelFileError(f"{bad}: {META_NAME} inflates past {MAX_META_BYTES} bytes")
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ModelFileError(f"{bad}: {META_NAME} is not JSON ({str(e)[:200]})") from None
+    _check_meta(meta, bad)
+    return meta
+
+
+def _shape(v: Any, depth: int = 0) -> tuple[int, ...] | None:
+    """The shape of a (nested) list of numbers, None if ragged, too deep or not numbers."""
+    if isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v):
+        return ()
+    if not isinstance(v, list) or not v or depth > 3 or len(v) > MAX_FIELD_SIZE:
+        return None
+    inner = {_shape(x, depth + 1) for x in v[:MAX_FIELD_SIZE]}
+    if len(inner) != 1 or None in inner:
+        return None
+    return (len(v), *inner.pop())
+
+
+def _check_meta(meta: Any, bad: str) -> None:
+    """Refuse metadata without the fields :class:`Learned` builds its spaces from."""
+    if not isinstance(meta, dict):
+        raise ModelFileError(f"{bad}: {META_NAME} is not a JSON object")
+    if not isinstance(meta.get("algo"), str) or meta["algo"] not in ALGO_CLASSES:
+        raise ModelFileError(
+            f"{bad}: algo={str(meta.get('algo'))[:40]!r}, one of {sorted(ALGO_CLASSES)} allowed"
+        )
+    fields = meta.get("obs_fields")
+    if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+        raise ModelFileError(f"{bad}: obs_fields must be a list of names")
+    if not isinstance(meta.get("flatten"), bool):
+        raise ModelFileError(f"{bad}: flatten must be true or false")
+    space = meta.get("observation_space")
+    if not isinstance(space, dict):
+        raise ModelFileError(f"{bad}: observation_space must be an object")
+    for name, box in space.items():
+        shape = _shape(box.get("low")) if isinstance(box, dict) else None
+        ok = (
+            shape is not None
+            and shape != ()
+            and _shape(box.get("high")) == shape
+            and math.prod(shape) <= MAX_FIELD_SIZE
+        )
+        if not ok:
+            raise ModelFileError(
+                f"{bad}: observation_space[{str(name)[:40]!r}] must hold 'low' and 'high', "
+                f"(nested) lists of at most {MAX_FIELD_SIZE} numbers of the same shape"
+            )
+    for key in ("label", "eval_window"):
+        if meta.get(key) is not None and not isinstance(meta[key], str | int):
+            raise ModelFileError(f"{bad}: {key} must be a string or a number")
+    if not isinstance(meta.get("env_kwargs", {}), dict):
+        raise ModelFileError(f"{bad}: env_kwargs must be an object")
+
+
+def read_meta(path: str | Path) -> dict[str, Any]:
+    """The metadata stored in a model file (``.zip`` may be left out of ``path``).
+
+    Reads no pickled data, so needs no hash record; bounded as :func:`meta_from_bytes` is.
+
+    Raises:
+        ModelFileError: not a model file (also a missing file, a FIFO, a device).
+    """
+    p = _model_path(path)
+    try:
+        data = read_regular(p, max_bytes=MAX_MODEL_BYTES, max_line=None, field="model")
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: no such model file") from None
+    except OSError as e:
+        raise ModelFileError(f"{path}: cannot read the model file ({e.strerror})") from None
+    except ConfigError as e:
+        raise ModelFileError(str(e)) from None
+    return meta_from_bytes(data, str(path))
 
 
 def write_meta(path: str | Path, meta: dict[str, Any]) -> None:
@@ -143,17 +281,30 @@ class Learned:
         :class:`evalstop_gym.fileio.UntrustedFileError` otherwise.
         """
         self.path = str(path)
-        self.meta = read_meta(path)
+        p = _model_path(path)
+        # The bytes are checked first, then everything (metadata, model) is read from those
+        # very bytes: no window to swap the file, and no parsing of unverified input.
+        try:
+            if trust:
+                data = read_regular(p, max_bytes=MAX_MODEL_BYTES, max_line=None, field="model")
+            else:
+                data = read_verified(p, sha256)
+        except FileNotFoundError:
+            raise ModelFileError(f"{path}: no such model file") from None
+        except OSError as e:
+            raise ModelFileError(f"{path}: cannot read the model file ({e.strerror})") from None
+        self.meta = meta_from_bytes(data, self.path)
         self.algo = self.meta["algo"]
         self.obs_fields = tuple(self.meta["obs_fields"])
         self.flatten = bool(self.meta["flatten"])
         self.deterministic = deterministic
-        p = Path(self.path)
-        if not p.is_file() and p.with_suffix(".zip").is_file():
-            p = p.with_suffix(".zip")
-        # The checked bytes are the loaded bytes: no window to swap the file in between.
-        data = p.read_bytes() if trust else read_verified(p, sha256)
-        self.model = algo_class(self.algo).load(io.BytesIO(data), device="cpu")
+        cls = algo_class(self.algo)
+        try:
+            self.model = cls.load(io.BytesIO(data), device="cpu")
+        except Exception as e:  # a recorded file SB3 cannot load: one line, not its traceback
+            raise ModelFileError(
+                f"{path}: SB3's {cls.__name__}.load failed: {type(e).__name__}: {str(e)[:200]}"
+            ) from None
         self._dict_space = spaces.Dict(
             {
                 k: spaces.Box(
@@ -201,15 +352,56 @@ class Learned:
             self._jobs.states.clear()
 
     def check_observation_space(self, space: spaces.Dict) -> None:
-        """Refuse an observation space other than the one the model was trained on."""
+        """Refuse an observation space other than the one the model was trained on.
+
+        The message names what fixes it: the env the model was trained on (its suite task
+        when it was trained on one, e.g. ``hard-0.05`` for ``pretrained:hard``).
+        """
         got = {k: tuple(s.shape) for k, s in space.spaces.items()}
         want = {k: tuple(s.shape) for k, s in self._dict_space.spaces.items()}
         if got != want:
-            raise ValueError(
-                f"{self.path} was trained on obs_fields={list(want)} with shapes {want}; "
-                f"this environment gives {got}. Make the env with "
-                f"obs_fields={list(want)} and eval_window={self.meta.get('eval_window')}."
+            raise ConfigError(
+                "observation_space",
+                got,
+                f"the one {self.path} was trained on obs_fields={list(want)} with shapes "
+                f"{want}; {self.training_env_advice()}",
             )
+
+    def training_env(self) -> tuple[str | None, dict[str, Any]]:
+        """The suite task the model was trained on (None: none matches) and its env arguments."""
+        from evalstop_gym.suite import suite_task
+
+        env = dict(self.meta.get("env_kwargs") or {})
+        cal, noise = env.get("calibration"), env.get("eval_noise")
+        if isinstance(cal, str) and isinstance(noise, int | float):
+            name = f"{cal}-{noise:g}"
+            try:
+                task = suite_task(name)
+            except ConfigError:
+                return None, env
+            if all(env.get(k) == v for k, v in task.items() if k != "curves"):
+                return name, env
+        return None, env
+
+    def training_env_advice(self) -> str:
+        """How to make an env this model can play: its training task, in Python and as flags."""
+        task, env = self.training_env()
+        flags = [
+            f"--{k.replace('_', '-')} {env[k]}"
+            for k in ("calibration", "eval_noise", "eval_window", "curves")
+            if env.get(k) is not None
+        ]
+        if list(self.obs_fields) != list(env.get("obs_fields") or self.obs_fields):
+            flags.append(f"--obs-fields {','.join(self.obs_fields)}")
+        shown = " ".join(flags)
+        if task is not None:
+            return (
+                f"play it on the task it was trained on, {task}: "
+                f"gym.make('EvalStop-v0', **evalstop_gym.suite_task({task!r})); on the command "
+                f"line `benchmark --suite --tasks {task}`, or `benchmark {shown}`"
+            )
+        how = f" (on the command line `{shown}`)" if flags else ""
+        return f"make the env with the arguments it was trained on, {env}{how}"
 
     def act(self, obs: dict[str, np.ndarray]) -> int:
         """The model's action (0 continue, 1 stop) on a Dict observation."""

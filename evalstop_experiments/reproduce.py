@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from evalstop_gym.envs.config import EvalStopConfig
-from evalstop_gym.fileio import atomic_write
+from evalstop_gym.errors import EvalStopError
+from evalstop_gym.fileio import (
+    atomic_write,
+    folder_lock,
+    read_regular,
+    remove_orphan_temporaries,
+    sha256_bytes,
+)
 from evalstop_gym.parallel import Beside
 
 from .cells import Cell, base_env
@@ -42,7 +49,17 @@ from .experiments import EXPERIMENTS, REPORT_ORDER, TITLES
 from .plan import Experiment, Plan, ReproduceOptions
 from .progress import ExperimentTiming, Reporter, RunClock, cpu_seconds, load_average
 from .report import write_report
-from .runner import RunStats, discard_written, load_results, run_tasks, task_path
+from .runner import (
+    STAGES,
+    Manifest,
+    RunStats,
+    discard_written,
+    load_results,
+    package_files,
+    run_tasks,
+    stage_name,
+    task_path,
+)
 from .summary import add_deltas, summarise, write_csvs
 
 
@@ -79,7 +96,43 @@ def reproduce(
     _check_experiments(opts)
     # A bad env value fails here, in one line, before any experiment starts a pool.
     EvalStopConfig.from_kwargs(**base_env(opts.overrides))
+    # One run per output folder at a time, for the whole run: a second one (or a --fresh)
+    # would delete or interleave the first one's results.
+    with folder_lock(out, "another evalstop-gym reproduce run"):
+        return _reproduce_locked(out, opts, (t0, cpu0, load0))
+
+
+def _prepare(out: Path, opts: ReproduceOptions, clock: RunClock) -> None:
+    """Refuse a used folder, or clean it for ``--resume`` / ``--fresh``, before any work."""
+    selected = {e.id for e in EXPERIMENTS if e.runs(opts)} | {
+        c.experiment for c in opts.extra_cells
+    }
+    if opts.resume or opts.fresh:  # this process holds the lock: no other writer is mid-write
+        gone = remove_orphan_temporaries(out)
+        if gone:
+            clock.reporter.line(f"removed {len(gone)} temporary file(s) a killed run left in {out}")
+    if opts.fresh:  # only the results the manifest says the package wrote; checked first
+        discard_written(out, selected)
+    elif not opts.resume:
+        used = package_files(out, selected)
+        if used:
+            raw = out / "raw"
+            exps = sorted(
+                {p.stem if p.parent.name == STAGES else p.relative_to(raw).parts[0] for p in used}
+            )
+            raise FileExistsError(
+                f"{len(used)} results of {', '.join(exps)} are already in {out / 'raw'}: "
+                "pass --resume to reuse them, or --fresh to recompute everything"
+            )
+
+
+def _reproduce_locked(
+    out: Path, opts: ReproduceOptions, start: tuple[float, float, float | None]
+) -> ReproduceResult:
+    """:func:`reproduce` once the output folder's lock is held."""
+    t0, cpu0, load0 = start
     clock = RunClock(Reporter(opts.progress))
+    _prepare(out, opts, clock)
     seeds = list(range(opts.n_seeds))
     plan, stats = _stages_and_episodes(out, opts, seeds, clock)
     rows = load_results(out, plan.cells, seeds)
@@ -131,23 +184,190 @@ def _stages_and_episodes(
     """Build every experiment's plan (the ``background`` ones beside the rest), then run the episodes."""
     with opts.executor.beside() as beside:
         background = _Background(beside, clock)
-        parts: list[Plan | Future[Any]] = []
+        parts: list[tuple[Experiment, Plan | Future[Any], bool]] = []
         for exp in EXPERIMENTS:
             if not exp.runs(opts):
                 continue
-            if exp.background:
-                parts.append(background.submit(exp, out, opts))
+            cached = _cached_stage(exp, out, opts, clock) if opts.resume else None
+            if cached is not None:
+                _book(exp, cached, 0.0, 0.0, clock)
+                parts.append((exp, cached, True))
+            elif exp.background:
+                parts.append((exp, background.submit(exp, out, opts), False))
             else:
-                parts.append(_build(exp, out, opts, clock))
+                parts.append((exp, _build(exp, out, opts, clock), False))
                 background.poll()
-        cells = [c for part in parts if isinstance(part, Plan) for c in part.cells]
+        cells = [c for _, part, _ in parts if isinstance(part, Plan) for c in part.cells]
         cells += list(opts.extra_cells)
         stats = _run(out, opts, cells, seeds, clock, background.poll)
         plan = Plan()
-        for part in parts:
-            plan.merge(part if isinstance(part, Plan) else background.wait(part))
+        for exp, part, reused in parts:
+            built = part if isinstance(part, Plan) else background.wait(part)
+            if not reused:
+                _record_stage(exp, out, opts, built)
+            plan.merge(built)
     plan.cells += list(opts.extra_cells)
     return plan, stats
+
+
+# A row-only experiment (no cells, no plots: E7's scores, E8, E9) is its stage and nothing
+# else, so a finished one is recorded in OUT/raw/stages/<id>.json: the options it ran with,
+# its plan (header, notes, rows) and the digest of every file it wrote (those whose names
+# start with its id: E8.csv, E8.md, E8_stops_*.png, e9_models/...).  --resume takes the plan
+# from the record when the options and every digest still match, instead of redoing it.
+
+
+def _stage_key(exp: Experiment, out: Path, opts: ReproduceOptions) -> str:
+    """What a row-only experiment's result depends on, as a canonical JSON string."""
+    from evalstop_gym import __version__
+
+    corpus = opts.corpus_in(out)
+    corpus_digest = None
+    if corpus is not None and Path(corpus).is_file():
+        corpus_digest = sha256_bytes(read_regular(corpus, max_line=None, field="curves"))
+    key = {
+        "experiment": exp.id,
+        "version": __version__,
+        "quick": opts.quick,
+        "seeds": opts.n_seeds,
+        "n_jobs": opts.jobs_per_episode,
+        "explicit_seeds": opts.seeds,
+        "explicit_n_jobs": opts.n_jobs,
+        "env": opts.env,
+        "learned": opts.learned,
+        "train_timesteps": opts.train_timesteps,
+        "real_curves": opts.real_curves,
+        "deprioritisation": opts.deprioritisation,
+        "curves": opts.curves,
+        "corpus": corpus_digest,
+        "extra_stoppers": [repr(x) for x in opts.extra_stoppers],
+    }
+    return json.dumps(key, sort_keys=True, default=repr)
+
+
+def _stage_files(exp: Experiment, out: Path) -> dict[str, str]:
+    """Every file under ``out`` (outside ``raw``) whose top-level name starts with the id."""
+    prefix = stage_name(exp.id).lower()
+    files: dict[str, str] = {}
+    if not out.is_dir():
+        return files
+    for top in sorted(out.iterdir()):
+        name = top.name.lower()
+        rest = name[len(prefix) : len(prefix) + 1]
+        if top.name == "raw" or not name.startswith(prefix) or rest.isdigit() or top.is_symlink():
+            continue
+        found = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
+        for p in found:
+            if p.is_symlink() or p.name.endswith(".tmp"):
+                continue
+            files[p.relative_to(out).as_posix()] = sha256_bytes(
+                read_regular(p, max_bytes=2**31, max_line=None, field="output")
+            )
+    return files
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether ``b`` (read back from JSON) stands for ``a``: same structure, same numbers.
+
+    NumPy floats come back as Python floats of the same value (they print alike); a tuple
+    would come back as a list, so a plan holding one is not recorded.
+    """
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict)
+            and list(a) == list(b)
+            and all(isinstance(k, str) and _same(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, bool) or a is None or isinstance(a, str):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int):
+        return type(b) is int and a == b
+    if isinstance(a, float):
+        return isinstance(b, float) and (a == b or (a != a and b != b))
+    return False
+
+
+def _plan_payload(plan: Plan) -> dict[str, Any] | None:
+    """The plan as JSON-ready data, or None if JSON would not give it back as it is."""
+    data = {
+        "header": plan.header,
+        "notes": plan.notes,
+        "report_rows": plan.report_rows,
+        "reused": sorted(plan.reused),
+    }
+    try:
+        back = json.loads(json.dumps(data, allow_nan=True))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return back if _same(data, back) else None
+
+
+def _stage_path(exp: Experiment, out: Path) -> Path:
+    return out / "raw" / STAGES / f"{stage_name(exp.id)}.json"
+
+
+def _record_stage(exp: Experiment, out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """Record a finished row-only experiment for ``--resume`` (others are not recorded)."""
+    if plan.cells or plan.plots or plan.empty:
+        return
+    payload = _plan_payload(plan)
+    if payload is None:
+        return
+    record = {
+        "key": _stage_key(exp, out, opts),
+        "files": _stage_files(exp, out),
+        "plan": payload,
+    }
+    data = json.dumps(record, sort_keys=True, allow_nan=True).encode("utf-8")
+    Manifest(out / "raw").write(_stage_path(exp, out), data)
+
+
+def _cached_stage(
+    exp: Experiment, out: Path, opts: ReproduceOptions, clock: RunClock
+) -> Plan | None:
+    """The recorded plan of a finished row-only experiment, if every check holds."""
+    path = _stage_path(exp, out)
+    if not path.is_file():
+        return None
+    try:
+        data = read_regular(path, max_line=None, field="stage record")
+        listed = Manifest(out / "raw").digest(path)
+        if listed is None or sha256_bytes(data) != listed:
+            clock.reporter.line(
+                f"[{exp.id}] {path}: differs from the digest recorded when it was written; "
+                f"running {exp.id} again"
+            )
+            return None
+        record = json.loads(data.decode("utf-8"))
+        if record["key"] != _stage_key(exp, out, opts):
+            return None  # other options: its files are not this run's
+        changed = [
+            rel for rel, digest in record["files"].items() if _digest_of(out / rel) != digest
+        ]
+        if changed:
+            clock.reporter.line(
+                f"[{exp.id}] {out / changed[0]} changed or is missing since {exp.id} wrote it; "
+                f"running {exp.id} again"
+            )
+            return None
+        saved = record["plan"]
+        return Plan(
+            header=dict(saved["header"]),
+            notes=list(saved["notes"]),
+            report_rows=list(saved["report_rows"]),
+            reused={*saved["reused"], exp.id},
+        )
+    except (OSError, EvalStopError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # an unreadable record: the experiment runs again
+
+
+def _digest_of(path: Path) -> str | None:
+    try:
+        return sha256_bytes(read_regular(path, max_bytes=2**31, max_line=None, field="output"))
+    except (OSError, EvalStopError):
+        return None
 
 
 def _build(exp: Experiment, out: Path, opts: ReproduceOptions, clock: RunClock) -> Plan:
@@ -272,8 +492,8 @@ def _run(
 ) -> RunStats:
     """Run the missing (cell, seed) tasks, refusing to mix with old results unless asked."""
     tasks = [(c, s) for c in cells for s in seeds]
-    if opts.fresh:  # only the results the manifest says the package wrote
-        discard_written(out)
+    # --fresh deleted what the package wrote before any work (_prepare); what is left is not
+    # the package's, and a plain run was refused there if this run's experiments had results.
     existing = sum(task_path(out, c, s).exists() for c, s in tasks)
     if existing and not opts.resume:
         hint = (
@@ -295,6 +515,7 @@ def _run(
             tasks,
             out,
             executor=opts.executor,
+            note=clock.reporter.line,
             on_result=lambda task, cpu, reused: (
                 poll(),
                 clock.result(task[0].experiment, cpu, reused),

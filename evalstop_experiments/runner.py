@@ -16,6 +16,7 @@ same files as simulating it per cell (the episode depends on nothing else).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from baselines.evaluate import run_episode
-from evalstop_gym.fileio import atomic_write
+from evalstop_gym.errors import EvalStopError
+from evalstop_gym.fileio import atomic_write, read_regular, sha256_bytes
 from evalstop_gym.parallel import Executor
 from evalstop_gym.sim.metrics import METRIC_KEYS
 
@@ -62,67 +64,187 @@ def timed_task(task: Task) -> tuple[dict[str, Any], float]:
     return row, time.process_time() - t0
 
 
+#: The list of result files this package wrote under ``OUT/raw``, one ``<sha256>  <relative
+#: path>`` line each (``sha256sum`` format): ``--fresh`` deletes these and nothing else, and
+#: ``--resume`` reuses a listed file only if its content still has the listed digest.
+MANIFEST = "MANIFEST.txt"
+#: The names of the package's own files under ``OUT/raw``: ``<experiment>/<cell>/seed<N>.json``
+#: results and ``stages/<experiment>.json`` records of whole experiments.
+RESULT_NAME = re.compile(r"^seed\d+\.json$")
+#: Folder of ``OUT/raw`` holding a record per finished row-only experiment (see reproduce).
+STAGES = "stages"
+#: The largest result file read back (a result is about 2 kB).
+MAX_RESULT_BYTES = 16 * 2**20
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+class Manifest:
+    """``OUT/raw/MANIFEST.txt``: what the package wrote under ``OUT/raw``, with digests.
+
+    A file is listed *before* it is written (the line holds the digest of the bytes about to
+    be written), so a kill at any point leaves no written file unlisted: at worst a listed
+    file is missing, which ``--resume`` recomputes and ``--fresh`` skips.  One writer: the
+    process holding the output folder's lock.  Lines of older manifests hold a path alone.
+    """
+
+    def __init__(self, raw: Path) -> None:
+        """Read the manifest of ``raw`` (none yet: empty)."""
+        self.raw = raw
+        self.path = raw / MANIFEST
+        #: Relative path -> the digest of its last write (None: listed without one).
+        self.digests: dict[str, str | None] = {}
+        try:
+            text = read_regular(self.path, max_line=None, field="manifest").decode(
+                "utf-8", "replace"
+            )
+        except FileNotFoundError:
+            return
+        for line in text.split("\n"):
+            digest, sep, rel = line.partition("  ")
+            if sep and _DIGEST.match(digest):
+                self.digests[rel] = digest
+            elif line.strip():
+                self.digests[line] = None
+
+    def rel(self, path: Path) -> str:
+        """``path`` relative to ``OUT/raw``, as the manifest lists it."""
+        return path.relative_to(self.raw).as_posix()
+
+    def digest(self, path: Path) -> str | None:
+        """The digest listed for ``path`` (None: unlisted, or listed without one)."""
+        return self.digests.get(self.rel(path))
+
+    def listed(self, path: Path) -> bool:
+        """Whether the package wrote ``path`` (it is in the manifest)."""
+        return self.rel(path) in self.digests
+
+    def write(self, path: Path, data: bytes) -> None:
+        """List ``path`` with the digest of ``data``, then write ``data`` to it atomically."""
+        rel, digest = self.rel(path), sha256_bytes(data)
+        self.raw.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(f"{digest}  {rel}\n")
+        self.digests[rel] = digest
+        atomic_write(path, data)
+
+
+def _encode(data: dict[str, Any]) -> bytes:
+    # repr-exact floats: reruns and both backends give identical files.
+    return json.dumps(data, sort_keys=True, allow_nan=True).encode("utf-8")
+
+
 def write_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` as JSON to ``path`` atomically and durably (fsync, then rename)."""
-    # repr-exact floats: reruns and both backends give identical files.
-    atomic_write(path, json.dumps(data, sort_keys=True, allow_nan=True))
+    atomic_write(path, _encode(data))
 
 
-#: The list of result files this package wrote under ``OUT/raw`` (one relative path a line):
-#: ``--fresh`` deletes these and nothing else.
-MANIFEST = "MANIFEST.txt"
+def _store(manifest: Manifest, out: Path, cell: Cell, seed: int, row: dict[str, Any]) -> None:
+    """List one result in the manifest, with its digest, then write it atomically."""
+    manifest.write(task_path(out, cell, seed), _encode(row))
 
 
-def _store(out: Path, cell: Cell, seed: int, row: dict[str, Any]) -> None:
-    """Write one result atomically, then list it in the manifest (one writer: this process)."""
-    path = task_path(out, cell, seed)
-    write_atomic(path, row)
-    with open(out / "raw" / MANIFEST, "a", encoding="utf-8") as fh:
-        fh.write(path.relative_to(out / "raw").as_posix() + "\n")
+def package_files(out: Path, experiments: set[str] | None = None) -> list[Path]:
+    """The files under ``OUT/raw`` named as the package names its own (listed or not).
 
-
-def discard_written(out: Path) -> int:
-    """Delete the result files the manifest lists (``--fresh``); return how many.
-
-    Files under ``OUT/raw`` that the package did not write are left where they are; folders
-    are removed only once empty.
+    ``experiments``: only those of these experiments (results under ``raw/<id>/`` and the
+    record ``raw/stages/<id>.json``); None: every one.
     """
     raw = out / "raw"
-    manifest = raw / MANIFEST
-    if not manifest.exists():
-        return 0
-    n = 0
-    for rel in dict.fromkeys(manifest.read_text(encoding="utf-8").split("\n")):
-        p = raw / rel
-        if rel and p.is_file() and p.resolve().is_relative_to(raw.resolve()):
-            p.unlink()
-            n += 1
-            for folder in p.parents:
-                if folder == raw or any(folder.iterdir()):
-                    break
-                folder.rmdir()
-    manifest.unlink()
-    return n
+    found: list[Path] = []
+    if not raw.is_dir():
+        return found
+    for top in sorted(raw.iterdir()):
+        if not top.is_dir() or top.is_symlink():
+            continue
+        if top.name == STAGES:
+            found += [
+                p
+                for p in sorted(top.glob("*.json"))
+                if experiments is None or p.stem in {stage_name(e) for e in experiments}
+            ]
+        elif experiments is None or top.name in experiments:
+            found += [p for p in sorted(top.rglob("seed*.json")) if RESULT_NAME.match(p.name)]
+    return found
 
 
-def result_is_valid(path: Path, cell: Cell, seed: int) -> bool:
-    """Whether ``path`` holds a reusable result of (cell, seed): its keys and every metric."""
+def stage_name(experiment: str) -> str:
+    """The file stem of ``experiment``'s record in ``OUT/raw/stages``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", experiment)
+
+
+def check_fresh(out: Path, experiments: set[str] | None = None) -> list[Path]:
+    """What ``--fresh`` would delete; raises, deleting nothing, if it must refuse.
+
+    Refuses when a file named as the package's results (of ``experiments``) is not in the
+    manifest: someone else put it there, so it is neither deleted nor silently mixed in.
+    """
+    manifest = Manifest(out / "raw")
+    foreign = [p for p in package_files(out, experiments) if not manifest.listed(p)]
+    if foreign:
+        raise FileExistsError(
+            f"{len(foreign)} results in {out / 'raw'} (e.g. {foreign[0]}) are not in its "
+            f"manifest, so --fresh leaves them: move them away"
+        )
+    raw = (out / "raw").resolve()
+    mine = []
+    for rel in manifest.digests:
+        p = out / "raw" / rel
+        # Only regular files inside OUT/raw: a listed path now a link or a folder is left.
+        if rel and p.is_file() and not p.is_symlink() and p.resolve().is_relative_to(raw):
+            mine.append(p)
+    return mine
+
+
+def discard_written(out: Path, experiments: set[str] | None = None) -> int:
+    """Delete the files the manifest lists (``--fresh``); return how many.
+
+    Everything is checked first (:func:`check_fresh`): a refusal deletes nothing.  Files under
+    ``OUT/raw`` that the package did not write are left where they are; folders are removed
+    only once empty.
+    """
+    mine = check_fresh(out, experiments)
+    raw = out / "raw"
+    for p in mine:
+        p.unlink(missing_ok=True)
+        for folder in p.parents:
+            if folder == raw or any(folder.iterdir()):
+                break
+            folder.rmdir()
+    (raw / MANIFEST).unlink(missing_ok=True)
+    return len(mine)
+
+
+def _read_result(path: Path) -> bytes | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return read_regular(path, max_bytes=MAX_RESULT_BYTES, field="result")
+    except (OSError, EvalStopError):
+        return None
+
+
+def _valid_content(data: bytes | None, cell: Cell, seed: int) -> bool:
+    if data is None:
         return False
-    if not isinstance(data, dict):
+    try:
+        row = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return False
-    if (data.get("cell"), data.get("experiment"), data.get("seed")) != (
+    if not isinstance(row, dict):
+        return False
+    if (row.get("cell"), row.get("experiment"), row.get("seed")) != (
         cell.key,
         cell.experiment,
         seed,
     ):
         return False
     return all(
-        isinstance(data.get(k), int | float) and not isinstance(data.get(k), bool)
+        isinstance(row.get(k), int | float) and not isinstance(row.get(k), bool)
         for k in METRIC_KEYS
     )
+
+
+def result_is_valid(path: Path, cell: Cell, seed: int) -> bool:
+    """Whether ``path`` holds a reusable result of (cell, seed): its keys and every metric."""
+    return _valid_content(_read_result(path), cell, seed)
 
 
 @dataclass
@@ -150,11 +272,13 @@ def run_tasks(
     executor: Executor | None = None,
     progress: Callable[[int], None] | None = None,
     on_result: ResultHook | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> RunStats:
     """Run every task whose result file is missing or invalid; call ``progress(n)`` as they end.
 
-    An existing file that is not a valid result of its (cell, seed) is recomputed and listed
-    in the returned ``redone``.  Tasks holding the same episode (:func:`episode_key`) are
+    An existing file that is not a valid result of its (cell, seed), or whose content differs
+    from the digest the manifest recorded when it was written, is recomputed and listed in
+    the returned ``redone`` (the digest case also with a ``note(line)``).  Tasks holding the same episode (:func:`episode_key`) are
     simulated once.
 
     ``progress`` is called once with the number of tasks already on disk, then with 1
@@ -163,12 +287,25 @@ def run_tasks(
     the CPU seconds its episode took in the worker.
     """
     executor = executor or Executor()
+    manifest = Manifest(out / "raw")
     todo, redone = [], []
     for c, s in tasks:
         p = task_path(out, c, s)
         if not p.exists():
             todo.append((c, s))
-        elif not result_is_valid(p, c, s):  # empty, truncated, another cell's, a metric missing
+            continue
+        data = _read_result(p)
+        listed = manifest.digest(p)
+        if listed is not None and data is not None and sha256_bytes(data) != listed:
+            # Valid JSON with a flipped digit or zeroed metrics is still not what was written.
+            todo.append((c, s))
+            redone.append(p)
+            if note is not None:
+                note(
+                    f"{p}: its content differs from the digest recorded when it was written; "
+                    "recomputed"
+                )
+        elif not _valid_content(data, c, s):  # empty, truncated, another cell's, a metric missing
             todo.append((c, s))
             redone.append(p)
         elif on_result is not None:
@@ -184,7 +321,7 @@ def run_tasks(
         st.simulated += 1
         for cell, seed in groups[i]:
             # The episode's metrics with each holder's own fields: what run_task gives it.
-            _store(out, cell, seed, {**row, **cell.row_fields()})
+            _store(manifest, out, cell, seed, {**row, **cell.row_fields()})
             st.ran += 1
             if on_result is not None:
                 on_result((cell, seed), cpu / len(groups[i]), False)
@@ -198,6 +335,6 @@ def load_results(out: Path, cells: list[Cell], seeds: list[int]) -> list[dict[st
     rows = []
     for cell in cells:
         for seed in seeds:
-            with open(task_path(out, cell, seed)) as fh:
-                rows.append(json.load(fh))
+            path = task_path(out, cell, seed)
+            rows.append(json.loads(read_regular(path, max_bytes=MAX_RESULT_BYTES, field="result")))
     return rows

@@ -20,10 +20,14 @@ def load(algo: str) -> dict[str, Any]:
     """The hyperparameters of ``algo`` (``ppo``, ``dqn``): ``{env id: {name: value}}``."""
     import yaml  # a dependency of rl_zoo3, the only reader of these files
 
+    from evalstop_gym.fileio import read_regular
+
     path = resources.files(__name__) / f"{algo}.yml"
     if not path.is_file():
         raise ValueError(f"algo={algo!r}: no {algo}.yml in baselines/hyperparams")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    with resources.as_file(path) as real:  # a regular file of bounded size, read once
+        text = read_regular(real, max_bytes=2**20, field="hyperparams").decode("utf-8")
+    return yaml.safe_load(text)
 
 
 def module_getattr(algo: str) -> Callable[[str], Any]:

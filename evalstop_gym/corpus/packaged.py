@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..fileio import atomic_write, read_regular
 from .format import CurveTrace, CurveTraceError, read_traces
 
 #: Folder of the shipped corpora.
@@ -25,7 +26,8 @@ TRL_CORPUS_QUICK = "trl_gao_quick"
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    # A regular file of bounded size: a FIFO or a device is refused, not read forever.
+    return hashlib.sha256(read_regular(path, max_line=None, field="corpus")).hexdigest()
 
 
 def corpus_path(name: str) -> Path:
@@ -43,7 +45,8 @@ def corpus_path(name: str) -> Path:
 
 def sidecar(name: str) -> dict[str, Any]:
     """The sidecar of the shipped corpus ``name`` (command, seed, versions, runs, sha256)."""
-    return json.loads((DATA_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    data = read_regular(DATA_DIR / f"{name}.json", max_bytes=2**20, field="sidecar")
+    return json.loads(data.decode("utf-8"))
 
 
 def load_corpus(name: str) -> list[CurveTrace]:
@@ -65,5 +68,5 @@ def write_sidecar(jsonl: str | os.PathLike[str], **fields: Any) -> Path:
     """Write ``<jsonl without suffix>.json`` with ``fields`` plus the JSONL's ``sha256``."""
     jsonl = Path(jsonl)
     out = jsonl.with_suffix(".json")
-    out.write_text(json.dumps({**fields, "sha256": sha256_of(jsonl)}, indent=2) + "\n")
+    atomic_write(out, json.dumps({**fields, "sha256": sha256_of(jsonl)}, indent=2) + "\n")
     return out

@@ -21,8 +21,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, TraceError
-from ..fileio import utf8_error_line
+from ..fileio import bounded_lines, file_identity, open_regular, utf8_error_line
 from .workloads import WORKLOADS, JobBatch, assign_types
+
+#: Largest trace file read (1 GiB: Philly's whole trace is about 30 MB).
+MAX_TRACE_BYTES = 2**30
+#: Longest trace line, in characters (a row is tens of characters).
+MAX_TRACE_LINE = 2**20
 
 #: Longest job a trace may hold, in seconds (about 3 years; Philly's longest is weeks).  A
 #: larger value is a corrupt row, and would make every time and GPU-hour sum meaningless.
@@ -112,8 +117,11 @@ def _trace_records(path: str) -> list[tuple[int, tuple[float, float, int, str]]]
     """(line, parsed row) of every job row; decoding and CSV errors become TraceErrors."""
     out: list[tuple[int, tuple[float, float, int, str]]] = []
     # utf-8-sig: a byte-order mark (as spreadsheet programs write) is not part of the header.
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.reader(fh)
+    # open_regular: a FIFO, a device or an oversized file is refused before a byte is read.
+    with open_regular(
+        path, "r", max_bytes=MAX_TRACE_BYTES, field="trace", newline="", encoding="utf-8-sig"
+    ) as fh:
+        reader = csv.reader(bounded_lines(fh, max_line=MAX_TRACE_LINE, field="trace", where=path))
         try:
             cols = _trace_header(path, reader)
             width = max(cols) + 1
@@ -141,8 +149,8 @@ def _trace_records(path: str) -> list[tuple[int, tuple[float, float, int, str]]]
 
 
 @functools.lru_cache(maxsize=4)
-def _read_trace_cached(path: str, mtime_ns: int, size: int) -> TraceRows:
-    del mtime_ns, size  # part of the cache key only: a changed file is re-read
+def _read_trace_cached(path: str, identity: tuple[int, ...]) -> TraceRows:
+    del identity  # part of the cache key only: a changed or replaced file is re-read
     records = _trace_records(path)
     if not records:
         raise TraceError(path, 2, "row", "the trace holds no job")
@@ -163,10 +171,12 @@ def read_trace(path: str | os.PathLike[str]) -> TraceRows:
     Raises:
         FileNotFoundError: the file does not exist.
         TraceError: a malformed row; the message names the file, line and field.
+        ConfigError: not a regular file (a FIFO, a device), over 1 GiB, or a line over 1 MiB.
     """
     p = os.fspath(path)
-    st = os.stat(p)
-    return _read_trace_cached(os.path.abspath(p), st.st_mtime_ns, st.st_size)
+    # Device, inode, size, mtime and ctime: a same-size rewrite with its old mtime restored
+    # still changes the ctime, so the cache never serves the old rows.
+    return _read_trace_cached(os.path.abspath(p), file_identity(p))
 
 
 def trace_jobs(

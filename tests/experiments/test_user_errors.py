@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import evalstop_gym
+from baselines.learned import ModelFileError
 from evalstop_cli.envargs import allowed_values
 from evalstop_cli.main import build_parser, main
 from evalstop_experiments.isolated import IsolationError
@@ -26,6 +27,7 @@ from evalstop_gym import suite_task
 from evalstop_gym.corpus.format import CurveTraceError
 from evalstop_gym.envs.config import UnknownArgumentError
 from evalstop_gym.errors import ConfigError, EvalStopError, TraceError
+from evalstop_gym.fileio import FolderInUseError, UntrustedFileError
 from evalstop_gym.parallel import Executor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +39,9 @@ ERRORS = [
     CurveTraceError("c.jsonl: line 2: eval: not a number"),
     UnknownArgumentError("got an unexpected keyword argument 'schedular'", "schedular", "fifo"),
     IsolationError("isolated stopper m:S, act(): no answer within 10 s"),
+    UntrustedFileError("m.zip: no hash record m.zip.sha256"),
+    FolderInUseError("out is in use by another run (pid 1: evalstop-gym reproduce)"),
+    ModelFileError("m.zip is not an evalstop-gym model file: not a zip file"),
 ]
 
 

@@ -21,6 +21,7 @@ from baselines.training import (
 )
 from evalstop_cli.main import main
 from evalstop_gym.envs import EvalStopEnv
+from evalstop_gym.fileio import UntrustedFileError
 
 ENV = {"n_jobs": 15}
 
@@ -127,8 +128,10 @@ def test_a_model_refuses_other_observation_fields(model_path: Path) -> None:
 def test_not_a_model_file(tmp_path: Path) -> None:
     p = tmp_path / "x.zip"
     p.write_bytes(b"not a zip")
+    with pytest.raises(UntrustedFileError, match="no hash record"):
+        Learned(p)  # the bytes are verified before anything in them is parsed
     with pytest.raises(ValueError, match="not an evalstop-gym model file"):
-        Learned(p)
+        Learned(p, trust=True)
 
 
 def test_cli_train_restricted_fields_and_mlp(tmp_path: Path, capsys) -> None:
