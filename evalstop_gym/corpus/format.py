@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EvalStopError
-from ..fileio import atomic_open, utf8_error_line
+from ..fileio import atomic_open, bounded_lines, open_regular, utf8_error_line
 
 __all__ = ["CurveTrace", "CurveTraceError", "read_traces", "write_traces"]
 
@@ -308,12 +308,14 @@ def parse_json(text: str, where: str) -> Any:
 def read_text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, text) of a UTF-8 file (BOM accepted); errors name the line."""
     try:
-        fh = path.open(encoding="utf-8-sig")
+        # a regular file within the size cap, read a bounded line at a time: a FIFO,
+        # /dev/zero or a huge sparse file is refused before a byte is read
+        fh = open_regular(path, encoding="utf-8-sig", field="curves")
     except OSError as exc:
         raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
     with fh:
         try:
-            yield from enumerate(fh, start=1)
+            yield from enumerate(bounded_lines(fh, field="curves", where=str(path)), start=1)
         except UnicodeDecodeError as exc:
             line, msg = utf8_error_line(path, exc)
             raise CurveTraceError(f"{location(path, line)}: {msg}") from None

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import utf8_error_line
+from ..fileio import bounded_lines, open_regular, utf8_error_line
 from .analysis import label_hacking
 from .format import (
     KL_ALLOWED,
@@ -294,7 +294,10 @@ def load_trl_trainer_state(
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is accepted
+        # a regular file within the size cap (a FIFO or /dev/zero is refused at once);
+        # a byte-order mark is accepted
+        with open_regular(path, encoding="utf-8-sig", field="trainer_state") as fh:
+            text = fh.read()
     except OSError as exc:
         raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -362,11 +365,12 @@ def _openrlhf_csv_records(path: Path, step_in: Any) -> list[tuple[int, int, Mapp
     """(line, step, row) of each non-blank CSV row; malformed rows raise CurveTraceError."""
     records: list[tuple[int, int, Mapping[str, Any]]] = []
     try:
-        fh = path.open(encoding="utf-8-sig", newline="")  # a byte-order mark is accepted
+        # a regular file within the size cap; a byte-order mark is accepted
+        fh = open_regular(path, encoding="utf-8-sig", newline="", field="log")
     except OSError as exc:
         raise CurveTraceError(f"{path}: cannot open: {exc.strerror}") from exc
     with fh:
-        reader = csv.DictReader(fh)
+        reader = csv.DictReader(bounded_lines(fh, field="log", where=str(path)))
         try:
             if not reader.fieldnames:
                 raise CurveTraceError(f"{location(path, 1)}: missing CSV header row")

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..corpus import CurveTrace, peak_progress, read_traces, resample
 from ..errors import ConfigError
+from ..fileio import file_identity
 from .synthetic_curves import Curves
 from .workloads import RLHF, JobBatch
 
@@ -46,8 +47,10 @@ def gold_gain(trace: CurveTrace) -> float:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str, mtime_ns: int) -> tuple[tuple[CurveTrace, ...], tuple[CurveTrace, ...]]:
-    del mtime_ns
+def _load(
+    path: str, identity: tuple[int, ...]
+) -> tuple[tuple[CurveTrace, ...], tuple[CurveTrace, ...]]:
+    del identity  # the cache key only: a rewritten file (same size, old mtime) is read again
     traces = read_traces(path, min_checkpoints=2)
     for t in traces:
         if t.gold is None or t.label is None:
@@ -86,7 +89,7 @@ def _check_gain(path: str, t: CurveTrace) -> None:
 def load_corpus(path: str) -> tuple[tuple[CurveTrace, ...], tuple[CurveTrace, ...]]:
     """The corpus's (hacking, healthy) runs, read once per file version."""
     p = os.path.abspath(os.fspath(path))
-    return _load(p, os.stat(p).st_mtime_ns)
+    return _load(p, file_identity(p))
 
 
 def apply_real_curves(

