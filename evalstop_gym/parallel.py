@@ -37,10 +37,10 @@ This module knows nothing of policies or experiments and imports no third-party 
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing
 import multiprocessing.resource_tracker
+import multiprocessing.util
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -304,7 +304,11 @@ def _stop_tracker_at_exit() -> None:
     global _tracker_hooked
     if not _tracker_hooked:
         _tracker_hooked = True
-        atexit.register(_stop_tracker)
+        # A multiprocessing exit finaliser of the lowest priority: it runs after every
+        # semaphore's own clean-up (priority 0).  Stopped earlier (a plain atexit hook runs
+        # first), the tracker unlinks those semaphores itself and their clean-up then
+        # prints a FileNotFoundError traceback at exit.
+        multiprocessing.util.Finalize(None, _stop_tracker, exitpriority=-100)
 
 
 def _stop_tracker() -> None:
