@@ -667,8 +667,8 @@ class Simulator(JobQueues, Deprioritization):
         if self.events is not None:
             self.events.append(Event(self.now, kind, jid, self.free))
 
-    def _arrive(self, jid: int) -> None:
-        """A job enters the system: the platform learns its public numbers."""
+    def _register_arrival(self, jid: int) -> None:
+        """Count ``jid`` in the system and give the scheduler its public numbers (and log it)."""
         self.n_in_system += 1
         self._in_system[jid] = None
         self._views[jid] = SchedulingView(
@@ -676,6 +676,10 @@ class Simulator(JobQueues, Deprioritization):
         )
         if self.events is not None:
             self._log("arrival", jid)
+
+    def _arrive(self, jid: int) -> None:
+        """A job enters the system: the platform learns its public numbers."""
+        self._register_arrival(jid)
         if not self._lean_arrivals or self.demoted:
             self._enqueue(jid)
             self._schedule()

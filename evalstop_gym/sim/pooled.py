@@ -31,7 +31,6 @@ from typing import Any
 from ..errors import ConfigError
 from .config import SimConfig
 from .engine import Event, Simulator
-from .job import SchedulingView
 from .pools import Pool, choices_for
 from .queues import RunEntry, live_entries, negate_key, take_victims
 from .schedulers import Scheduler
@@ -103,22 +102,15 @@ class PooledSimulator(Simulator):
             return
         self._pending = -1
         self.n_decisions += 1
-        # _push_next_checkpoint and _push_running inlined (the same operations, the same
-        # bits: next_decision wrote out the work left, and now + 0.0 is now).
+        # _push_next_checkpoint inlined (the same operations, the same bits: next_decision
+        # wrote out the work left, and now + 0.0 is now).
         left = self._pending_left / self._rates[jid]  # wall-clock hours on its pool
         self._counter = c = self._counter + 1
         t = self.now + (0.0 if left < 0.0 else left) + self.eval_cost_h
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
         if self.preemptive:
-            ver = self._run_ver[jid] = self._run_ver[jid] + 1
-            key = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
-            old, self._run_key[jid] = self._run_key[jid], key
-            p = self._pool_of[jid]
-            running = self._pool_running[p]
-            heapq.heappush(running, (-key if type(key) is float else negate_key(key), jid, ver))
-            if len(running) > self._pool_compact_at[p]:
-                live = self._pool_running[p] = live_entries(running, self._state, self._run_ver)
-                self._pool_compact_at[p] = 4 * len(live) + 64
+            old = self._run_key[jid]
+            key = self._push_running(jid)
             # Stable before this checkpoint and only this job's key changed (see the base
             # class): a pass can change something only if the best waiting job now beats
             # it, and beat it not before (else the jobs keyed worse than the best waiting
@@ -170,13 +162,7 @@ class PooledSimulator(Simulator):
         if some pool has room for it (on the pool ``_start`` picks), and otherwise
         acts only by preempting for the newcomer, if it is the new best waiting job.
         """
-        self.n_in_system += 1
-        self._in_system[jid] = None
-        self._views[jid] = SchedulingView(
-            jid, self._gpus[jid], self._arrival[jid], self._estimate[jid], self.n_ckpt
-        )
-        if self.events is not None:
-            self._log("arrival", jid)
+        self._register_arrival(jid)
         if not self._lean_passes:
             self._enqueue(jid)
             self._schedule()
