@@ -113,6 +113,21 @@ def replay_log(checkpoint: Path, policy):
     return replay(trace, policy)
 
 
+def bare_state(global_step: int):
+    """A stand-in for a Trainer's state: 100 steps, an eval every 10, nothing logged yet."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        global_step=global_step,
+        max_steps=100,
+        eval_steps=10,
+        num_train_epochs=1,
+        log_history=[],
+        stateful_callbacks={},
+        is_world_process_zero=True,
+    )
+
+
 def eval_losses(state) -> list[float]:
     return [e["eval_loss"] for e in state.log_history if "eval_loss" in e]
 
@@ -320,22 +335,13 @@ def test_the_readme_callback_snippet_runs(tmp_path: Path, monkeypatch) -> None:
 )
 def test_any_package_stopper_decides_as_the_online_stopper(make_policy, tmp_path: Path) -> None:
     # The Trainer's events without a Trainer: a loss that plateaus, an eval that peaks.
-    from types import SimpleNamespace
 
     from transformers import TrainerControl
 
     evals = [0.30, 0.45, 0.60, 0.70, 0.72, 0.65, 0.55, 0.50, 0.40, 0.35]
     losses = [1.0, 0.8, 0.7, 0.69, 0.68, 0.68, 0.68, 0.67, 0.67, 0.67]
     args = TrainingArguments(str(tmp_path), eval_strategy="steps", eval_steps=10, report_to=[])
-    state = SimpleNamespace(
-        global_step=0,
-        max_steps=100,
-        eval_steps=10,
-        num_train_epochs=1,
-        log_history=[],
-        stateful_callbacks={},
-        is_world_process_zero=True,
-    )
+    state = bare_state(0)
     stop = EvalStopCallback(make_policy(), metric="eval_reward")
     control = TrainerControl()
     stop.on_train_begin(args, state, control)
@@ -353,24 +359,13 @@ def test_any_package_stopper_decides_as_the_online_stopper(make_policy, tmp_path
 
 
 def test_a_metric_the_evaluations_lack_is_named_with_the_ones_they_have(tmp_path: Path) -> None:
-    from types import SimpleNamespace
 
     from transformers import TrainerControl
 
     args = TrainingArguments(str(tmp_path), eval_strategy="steps", eval_steps=10, report_to=[])
-    state = SimpleNamespace(
-        global_step=10,
-        max_steps=100,
-        eval_steps=10,
-        num_train_epochs=1,
-        log_history=[],
-        stateful_callbacks={},
-        is_world_process_zero=True,
-    )
+    state = bare_state(10)
     stop = EvalStopCallback(metric="eval_los")
-    stop.on_train_begin(
-        args, SimpleNamespace(**{**vars(state), "global_step": 0}), TrainerControl()
-    )
+    stop.on_train_begin(args, bare_state(0), TrainerControl())
     with pytest.warns(UserWarning, match=r"metrics \['epoch', 'eval_loss'\]; evaluations"):
         stop.on_evaluate(args, state, TrainerControl(), metrics={"eval_loss": 1.0, "epoch": 1.0})
     assert stop.decisions == []
