@@ -8,29 +8,39 @@ One JSON object per line, one line per checkpoint. Lines of one run share ``run_
 run, lines appear in strictly increasing ``step`` order (runs may be interleaved, the reader
 groups them by ``run_id`` in order of first appearance). Blank lines are ignored.
 
-==========  ========  ==========================================================================
-field       required  meaning
-==========  ========  ==========================================================================
-run_id      yes       non-empty string naming the run
-step        yes       non-negative integer optimiser step of the checkpoint
-eval        yes       number: the measured (noisy) eval score the stopper observes
-loss        yes       finite number: the training loss at that checkpoint
-proxy       no        finite number: proxy reward (reward-model score) of the policy
-kl          no        finite number >= -0.05: KL(policy || initial policy), nats (see below)
-gold        no        finite number: the true ("gold") score, measured with little noise
-label       no        ``"hacking"``, ``"healthy"``, ``true`` (= hacking), ``false`` or ``null``
-meta        no        JSON object of run-level information (hyperparameters, source)
-==========  ========  ==========================================================================
+=================  ========  =====================================================================
+field              required  meaning
+=================  ========  =====================================================================
+run_id             yes       non-empty string naming the run
+step               yes       non-negative integer optimiser step of the checkpoint
+eval               yes       number: the measured (noisy) eval score the stopper observes
+loss               yes       finite number: the training loss at that checkpoint
+proxy              no        finite number: proxy reward (reward-model score) of the policy
+kl                 no        finite number: KL(policy || initial policy) as logged, nats (signed, below)
+gold               no        finite number: the true ("gold") score, measured with little noise
+label              no        ``"hacking"``, ``"healthy"``, ``true`` (= hacking), ``false`` or ``null``
+meta               no        JSON object of run-level information (hyperparameters, source)
+reward_std         no        finite number: standard deviation of the proxy reward over the batch
+entropy            no        finite number: mean per-token entropy of the policy's completions, nats
+completion_length  no        finite number: mean completion length, tokens
+clip_ratio         no        finite number: share of tokens whose ratio the PPO-style clip cut
+=================  ========  =====================================================================
+
+``proxy``, ``kl``, ``reward_std``, ``entropy``, ``completion_length`` and ``clip_ratio`` are the
+*training-side signals* a trainer logs beside its loss (TRL's ``reward``, ``kl``,
+``reward_std``, ``entropy``, ``completions/mean_length``, ``clip_ratio/region_mean``; see
+:data:`SIGNAL_SERIES` and docs/SIGNALS.md); a stopper sees them only when asked for
+(``obs_fields``).
 
 Numbers are finite with magnitude at most 1e9 (``MAX_ABS_VALUE``); steps are at most 1e15. Files are
 UTF-8 (a byte-order mark is accepted). An optional field is present on every line of a run or on
 none of them; ``label`` must be the same
 on every line that carries it; ``meta`` is written on a run's first line and, if repeated, must be
-identical. Non-finite numbers (``NaN``, ``Infinity``) are rejected. A KL is >= 0, but real logs
-carry *estimates*: TRL's ``RLOOTrainer`` logs the mean log-ratio of sampled tokens, a signed
-estimate that dips slightly below 0 while the true KL is near 0 (early in a run).  So a KL down to
-``-KL_TOLERANCE`` (0.05 nats) is accepted and kept as logged; a lower one is a corrupt or
-mislabelled column and is refused. Example::
+identical. Non-finite numbers (``NaN``, ``Infinity``) are rejected. A true KL is >= 0, but real
+logs carry *estimates*: TRL's ``RLOOTrainer`` logs the mean log-ratio of sampled tokens, a signed
+estimate that is negative whenever the sampled tokens happen to be likelier under the reference
+than under the policy.  So a KL is kept as logged, of either sign; only a non-finite one is
+refused. Example::
 
     {"run_id": "r1", "step": 0, "eval": 0.01, "loss": 0.5, "gold": 0.0, "label": "hacking"}
     {"run_id": "r1", "step": 10, "eval": 0.42, "loss": 0.3, "gold": 0.4, "label": "hacking"}
@@ -65,21 +75,38 @@ import numpy as np
 from ..errors import EvalStopError
 from ..fileio import atomic_open, bounded_lines, open_regular, utf8_error_line
 
-__all__ = ["CurveTrace", "CurveTraceError", "read_traces", "write_traces"]
+__all__ = ["SIGNAL_SERIES", "CurveTrace", "CurveTraceError", "read_traces", "write_traces"]
 
-_OPTIONAL_SERIES = ("proxy", "kl", "gold")
+#: The optional per-checkpoint series, in the order a file's line carries them.
+_OPTIONAL_SERIES = (
+    "proxy",
+    "kl",
+    "gold",
+    "reward_std",
+    "entropy",
+    "completion_length",
+    "clip_ratio",
+)
+#: The training-side signals among them: what a trainer logs beside its loss.
+SIGNAL_SERIES: tuple[str, ...] = (
+    "proxy",
+    "reward_std",
+    "kl",
+    "entropy",
+    "completion_length",
+    "clip_ratio",
+)
 #: Largest magnitude of a curve value.  Eval, gold, loss, proxy and KL of real runs are many
 #: orders of magnitude below; a larger value (1e308) is a corrupt file, and would turn the
 #: simulator's rescaled curves and rewards into inf and NaN.
 MAX_ABS_VALUE = 1e9
 #: Largest optimiser step (steps are stored as int64).
 MAX_STEP = 10**15
-#: How far below 0 a logged KL estimate may be (nats): signed estimators (TRL RLOO's mean
-#: log-ratio) dip slightly below 0 while the true KL is near 0.
-KL_TOLERANCE = 0.05
-_KL_NOTE = f"(a KL; estimates down to -{KL_TOLERANCE:g} are accepted)"
-#: The part of a KL refusal that says what is allowed.
-KL_ALLOWED = f"a number >= 0 {_KL_NOTE}"
+#: Kept for code that imports it: a logged KL estimate is now accepted at any sign (TRL
+#: RLOO's mean log-ratio is signed), so no tolerance below 0 applies.
+KL_TOLERANCE = math.inf
+#: What a KL may be: a signed estimate, finite.
+KL_ALLOWED = f"a finite number of magnitude <= {MAX_ABS_VALUE:g} (a signed KL estimate)"
 _LABEL_VALUES = {"hacking": True, "healthy": False, True: True, False: False}
 
 
@@ -114,6 +141,10 @@ class CurveTrace:
         gold: True score at each step, if known (used for the label).
         label: True = hacking, False = healthy, None = unknown.
         meta: Run-level information (hyperparameters, source); must be JSON-serialisable.
+        reward_std: Standard deviation of the proxy reward over the batch, if logged.
+        entropy: Mean per-token entropy of the policy's completions (nats), if logged.
+        completion_length: Mean completion length (tokens), if logged.
+        clip_ratio: Share of tokens the clipped objective cut, if logged.
     """
 
     run_id: str
@@ -125,6 +156,10 @@ class CurveTrace:
     gold: np.ndarray | None = None
     label: bool | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    reward_std: np.ndarray | None = None
+    entropy: np.ndarray | None = None
+    completion_length: np.ndarray | None = None
+    clip_ratio: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         """Validate and freeze the arrays; raises :class:`CurveTraceError` on bad input."""
@@ -163,8 +198,6 @@ class CurveTrace:
                 raise CurveTraceError(
                     f"{where}: field {name!r} must be finite, of magnitude <= {MAX_ABS_VALUE:g}"
                 )
-            if name == "kl" and np.any(arr < -KL_TOLERANCE):
-                raise CurveTraceError(f"{where}: field 'kl' must be >= 0 {_KL_NOTE}")
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
         if self.label is not None:
@@ -419,12 +452,7 @@ def read_traces(path: str | os.PathLike[str], *, min_checkpoints: int = 1) -> li
         run["cols"]["eval"].append(_number(obj["eval"], path, lineno, "eval"))
         run["cols"]["loss"].append(_number(obj["loss"], path, lineno, "loss"))
         for name in run["optional"]:
-            value = _number(obj[name], path, lineno, name)
-            if name == "kl" and value < -KL_TOLERANCE:
-                raise CurveTraceError(
-                    f"{location(path, lineno)}: field 'kl': expected {KL_ALLOWED}, got {value!r}"
-                )
-            run["optional"][name].append(value)
+            run["optional"][name].append(_number(obj[name], path, lineno, name))
     if not runs:
         raise CurveTraceError(f"{path}: no checkpoints (the file is empty)")
     for run_id, run in runs.items():

@@ -20,8 +20,6 @@ import numpy as np
 from ..fileio import bounded_lines, open_regular, utf8_error_line
 from .analysis import label_hacking
 from .format import (
-    KL_ALLOWED,
-    KL_TOLERANCE,
     MAX_ABS_VALUE,
     MAX_STEP,
     CurveTrace,
@@ -95,10 +93,12 @@ def _build_from_records(
     meta: dict[str, Any],
     greater_is_better: bool = True,
     default_keys: frozenset[str] = frozenset(),
+    signal_keys: Mapping[str, str | None] | None = None,
 ) -> CurveTrace:
     """Turn (position, step, metrics) records into a trace; shared by the log loaders.
 
-    Eval records define the checkpoints; loss, proxy, KL and gold are aligned to them with
+    Eval records define the checkpoints; loss, proxy, KL, gold and the other signals
+    (``signal_keys``: trace field -> logged key) are aligned to them with
     :func:`_align_last` (gold, when logged with the eval, is aligned the same way).
     ``greater_is_better=False`` negates the eval (a trace's eval is a score: higher is
     better), recorded as ``meta["eval_negated"] = True``.  Warns (one line naming the file
@@ -113,15 +113,13 @@ def _build_from_records(
     eval_vals: list[float] = []
     series: dict[str, tuple[list[int], list[float]]] = {}
     wanted = {"loss": loss_key, "proxy": proxy_key, "kl": kl_key, "gold": gold_key}
+    wanted.update(signal_keys or {})
     for pos, step, rec in records:
         for role, key in [("eval", eval_key), *wanted.items()]:
             if key is None or key not in rec or rec[key] is None or rec[key] == "":
                 continue
+            # A KL is kept at either sign: RLOO's estimate (mean log-ratio) is signed.
             value = _metric_value(rec[key], f"{loc(pos)}: field {key!r}")
-            if role == "kl" and value < -KL_TOLERANCE:
-                raise CurveTraceError(
-                    f"{loc(pos)}: field {key!r}: expected {KL_ALLOWED}, got {value!r}"
-                )
             if role == "eval":
                 if eval_steps and step <= eval_steps[-1]:
                     raise CurveTraceError(
@@ -146,7 +144,9 @@ def _build_from_records(
             f"{_shown(_keys_like(records, eval_side=False), loss_key)}; pass loss_key= to choose the "
             "logged training loss"
         )
-    for role in ("proxy", "kl", "gold"):
+    for role in wanted:
+        if role == "loss":
+            continue
         key = wanted[role]
         if key is not None and role not in series and key not in default_keys:
             _warn(
@@ -158,7 +158,10 @@ def _build_from_records(
     aligned = {role: _align_last(*series[role], at) for role in series}
     if len(at) > 1:
         constant = [("eval", eval_key, np.array(eval_vals))]
-        constant += [(role, wanted[role], aligned[role]) for role in aligned]
+        # A signal read by default and constant (GRPO's clip ratio is 0 at every step when
+        # each batch is optimised once) is the trainer's, not a wrong key: no warning.
+        quiet = {r for r, k in (signal_keys or {}).items() if k in default_keys}
+        constant += [(role, wanted[role], aligned[role]) for role in aligned if role not in quiet]
         for role, key, values in constant:
             # Constant up to float noise (RLOO's eval_loss is 0 +- 1e-7 at every eval).
             if np.ptp(values) <= 1e-6 * max(1.0, float(np.abs(values).max())):
@@ -190,11 +193,10 @@ def _build_from_records(
         step=at,
         eval=evals,
         loss=aligned["loss"],
-        proxy=aligned.get("proxy"),
-        kl=aligned.get("kl"),
         gold=gold,
         label=None if gold is None else label_hacking(gold),
         meta=meta,
+        **{role: aligned.get(role) for role in wanted if role not in ("loss", "gold")},
     )
 
 
@@ -239,22 +241,54 @@ def _step_of(value: Any, path: Path, where: str, key: str) -> int:
     return int(step)
 
 
+#: TRL's log keys of each training-side signal (trace field -> candidate keys): a log's
+#: signal is the first candidate it carries.  The first keys are GRPOTrainer's and
+#: RLOOTrainer's (``trl/trainer/grpo_trainer.py``, ``rloo_trainer.py``), the second
+#: OnlineDPOTrainer's (``trl/experimental/online_dpo``); TRL 1.16.
+TRL_SIGNAL_KEYS: dict[str, tuple[str, ...]] = {
+    "proxy": ("reward", "objective/scores"),
+    "kl": ("kl", "objective/kl"),
+    "reward_std": ("reward_std",),
+    "entropy": ("entropy", "objective/entropy"),
+    "completion_length": ("completions/mean_length",),
+    "clip_ratio": ("clip_ratio/region_mean",),
+}
+#: The trace fields :func:`load_trl_trainer_state` reads through ``signal_keys``.
+TRL_OTHER_SIGNALS = ("reward_std", "entropy", "completion_length", "clip_ratio")
+
+KeySpec = str | Sequence[str] | None
+
+
+def _pick_key(records: Sequence[tuple[int, int, Mapping[str, Any]]], key: KeySpec) -> str | None:
+    """``key``, or of a sequence of candidates the first one a record carries (else the first)."""
+    if key is None or isinstance(key, str):
+        return key
+    candidates = list(key)
+    for candidate in candidates:
+        if any(rec.get(candidate) not in (None, "") for _, _, rec in records):
+            return candidate
+    return candidates[0] if candidates else None
+
+
 def load_trl_trainer_state(
     path: str | os.PathLike[str],
     eval_key: str = "eval_reward",
     loss_key: str = "loss",
     run_id: str | None = None,
     *,
-    proxy_key: str | None = None,
-    kl_key: str | None = None,
+    proxy_key: KeySpec = TRL_SIGNAL_KEYS["proxy"],
+    kl_key: KeySpec = TRL_SIGNAL_KEYS["kl"],
     gold_key: str | None = None,
     greater_is_better: bool = True,
+    signal_keys: Mapping[str, KeySpec] | None = None,
 ) -> CurveTrace:
     """Load a HuggingFace/TRL ``trainer_state.json`` as a trace.
 
     The checkpoints are the ``log_history`` entries carrying ``eval_key``; the training loss (and
-    the optional proxy, KL and gold series) at each is the last one logged at or before that
-    step (the first one, for evals logged before any training entry). The order of entries in
+    the optional proxy, KL, gold and other signal series) at each is the last one logged at or
+    before that step (the first one, for evals logged before any training entry). By default the
+    training-side signals TRL's trainers log are read (:data:`TRL_SIGNAL_KEYS`); a signal the
+    log lacks is None, silently. The order of entries in
     the file does not matter within a step: an eval logged by a callback's ``on_step_end``
     precedes the training entry of the same step in real TRL output. ``null`` values (TRL
     writes them for metrics with no valid sample) count as "not logged".
@@ -267,16 +301,21 @@ def load_trl_trainer_state(
         loss_key: Metric of the training entries (``"loss"``; not ``"train_loss"``, HF's
             end-of-training summary, which would give every checkpoint one value).
         run_id: Name of the run; default: the output folder (the parent of ``checkpoint-N``).
-        proxy_key: Optional proxy-reward metric, e.g. ``"reward"`` or
-            ``"rewards/<reward function>/mean"`` (GRPOTrainer), ``"objective/scores"`` (PPO).
-        kl_key: Optional KL metric, e.g. ``"kl"`` (GRPOTrainer and RLOOTrainer, logged only
-            when their ``beta`` is not 0; RLOO's is a signed estimate, accepted down to
-            ``-KL_TOLERANCE``) or ``"objective/kl"`` (PPO).
+        proxy_key: Proxy-reward metric, or candidates of which the first logged is read
+            (default ``("reward", "objective/scores")``: GRPOTrainer and RLOOTrainer, then
+            OnlineDPOTrainer); e.g. ``"rewards/<reward function>/mean"``; None skips it.
+        kl_key: KL metric, or candidates (default ``("kl", "objective/kl")``; GRPOTrainer
+            and RLOOTrainer log ``kl`` only when their ``beta`` is not 0; RLOO's is a
+            signed estimate, kept at either sign); None skips it.
         gold_key: Optional gold metric; when given the trace is labelled by
             :func:`label_hacking`.
         greater_is_better: False for an eval metric to minimise (``"eval_loss"``): the
             trace's eval is then its negation (a trace's eval is a score), and
             ``meta["eval_negated"]`` is True.
+        signal_keys: The other signals, trace field (``reward_std``, ``entropy``,
+            ``completion_length``, ``clip_ratio``) -> metric or candidates; None (default)
+            reads each from :data:`TRL_SIGNAL_KEYS`; a mapping reads exactly the fields it
+            names (``{}``: none of them).
 
     Returns:
         The trace, ``meta = {"source": "trl", "path": ..., "eval_key": ...}``.
@@ -323,15 +362,31 @@ def load_trl_trainer_state(
         if "step" not in entry:
             raise CurveTraceError(f"{path}: {where}: missing required field 'step'")
         records.append((i, _step_of(entry["step"], path, where, "step"), entry))
+    if signal_keys is None:
+        signal_keys = {f: TRL_SIGNAL_KEYS[f] for f in TRL_OTHER_SIGNALS}
+    if not isinstance(signal_keys, Mapping) or set(signal_keys) - set(TRL_OTHER_SIGNALS):
+        raise CurveTraceError(
+            f"{path}: signal_keys {signal_keys!r}: expected a mapping from "
+            f"{list(TRL_OTHER_SIGNALS)} to a metric key, a sequence of them or None"
+        )
+    specs = {"proxy": proxy_key, "kl": kl_key, **signal_keys}
+    picked = {role: _pick_key(records, spec) for role, spec in specs.items()}
+    # A key given as candidates may be absent (a trainer that does not log it); a key
+    # named alone is the user's choice, and its absence is worth a warning.
+    candidates = frozenset(
+        key for role, key in picked.items() if key is not None and not isinstance(specs[role], str)
+    )
     return _build_from_records(
         path,
         [(i, step, rec) for i, step, rec in records],
         where_word="log_history index",
         eval_key=eval_key,
         loss_key=loss_key,
-        proxy_key=proxy_key,
-        kl_key=kl_key,
+        proxy_key=picked.pop("proxy"),
+        kl_key=picked.pop("kl"),
         gold_key=gold_key,
+        signal_keys=picked,
+        default_keys=candidates,
         run_id=run_id or _default_run_id(path),
         meta={
             "source": "trl",

@@ -22,7 +22,6 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
-from evalstop_gym.corpus.format import KL_TOLERANCE
 
 TRL = Path(__file__).resolve().parents[1] / "data" / "curves" / "trl"
 DPO_NOISY = TRL / "dpo_noisy" / "trainer_state.json"
@@ -125,14 +124,16 @@ def test_rloos_signed_kl_estimate_is_accepted_and_kept(tmp_path) -> None:
     assert read_traces(tmp_path / "t.jsonl")[0].kl.tolist() == [0.0, -0.02, 0.1]
 
 
-def test_a_kl_below_the_tolerance_is_refused(tmp_path) -> None:
+def test_a_signed_kl_estimate_is_kept_and_a_non_finite_one_refused(tmp_path) -> None:
     log = tmp_path / "m.jsonl"
-    bad = -2 * KL_TOLERANCE
     log.write_text(
-        f'{{"step": 1, "train/policy_loss": 0.3, "train/kl": {bad}}}\n'
-        '{"step": 2, "eval/reward": 0.1}\n'
+        '{"step": 1, "train/policy_loss": 0.3, "train/kl": -0.4}\n'
+        '{"step": 2, "train/policy_loss": 0.2, "train/kl": -0.1, "eval/reward": 0.1}\n'
+        '{"step": 3, "train/policy_loss": 0.1, "train/kl": 0.2, "eval/reward": 0.2}\n'
     )
-    with pytest.raises(CurveTraceError, match=r"line 1.*'train/kl'.*>= 0.*-0.05"):
+    assert _quiet(load_openrlhf_log, log).kl.tolist() == [-0.1, 0.2]
+    log.write_text('{"step": 1, "train/policy_loss": 0.3, "train/kl": NaN}\n')
+    with pytest.raises(CurveTraceError, match=r"line 1.*'train/kl'.*finite"):
         load_openrlhf_log(log)
 
 
