@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -22,7 +23,9 @@ from ..sim.boundary import BOUNDARY_FIELDS
 from ..sim.calibration import CALIBRATIONS
 from ..sim.config import COST_PRESETS, DELIVER_MODES, SimConfig
 from ..sim.pools import PLACEMENTS
+from ..sim.real_curves import load_corpus
 from ..sim.schedulers import SCHEDULERS
+from ..sim.signals import SIGNAL_FIELDS, check_signal_fields
 from ..sim.workloads import WORKLOADS
 
 REWARD_MODES: tuple[str, ...] = ("utility", "system")
@@ -32,22 +35,32 @@ REWARD_TIMINGS: tuple[str, ...] = ("dense", "delayed")
 MAX_REWARD_WEIGHT = 1e3
 
 
-def parse_obs_fields(obs_fields: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    """Validate ``obs_fields`` (a list or a comma-separated string) in whitelist order."""
+def parse_obs_fields(
+    obs_fields: str | list[str] | tuple[str, ...] | None, signals: bool = False
+) -> tuple[str, ...]:
+    """Validate ``obs_fields`` (a list or a comma-separated string) in whitelist order.
+
+    ``signals``: also admit the training-side signals (:data:`SIGNAL_FIELDS`, after the
+    boundary fields); signals named without any boundary field add to all of them.
+    """
     if obs_fields is None:
         return BOUNDARY_FIELDS
     given = obs_fields
+    allowed = BOUNDARY_FIELDS + SIGNAL_FIELDS if signals else BOUNDARY_FIELDS
     if isinstance(obs_fields, str):
         obs_fields = [f.strip() for f in obs_fields.split(",") if f.strip()]
     fields = list(obs_fields) if isinstance(obs_fields, list | tuple) else []
-    unknown = [f for f in fields if not isinstance(f, str) or f not in BOUNDARY_FIELDS]
+    unknown = [f for f in fields if not isinstance(f, str) or f not in allowed]
     if unknown or not fields or len(set(fields)) != len(fields):
+        what = "boundary fields" + (" and training-side signals" if signals else "")
         raise ConfigError(
             "obs_fields",
             given,
-            f"a non-empty subset, without repeats, of the boundary fields {list(BOUNDARY_FIELDS)}",
+            f"a non-empty subset, without repeats, of the {what} {list(allowed)}",
         )
-    return tuple(f for f in BOUNDARY_FIELDS if f in fields)
+    if signals and not any(f in BOUNDARY_FIELDS for f in fields):
+        fields = [*BOUNDARY_FIELDS, *fields]
+    return tuple(f for f in allowed if f in fields)
 
 
 class UnknownArgumentError(ConfigError, TypeError):
@@ -75,6 +88,11 @@ class EvalStopConfig:
             are ``gym.make`` arguments of the same names).
         obs_fields: Boundary fields to observe: a list or a comma-separated
             string; None (default) for all.  Held as a tuple in boundary order.
+            It may also name training-side signals (:data:`SIGNAL_FIELDS`: ``reward``,
+            ``reward_std``, ``kl``, ``entropy``, ``completion_length``, ``clip_ratio``;
+            see docs/SIGNALS.md), which come after the boundary fields; signals alone add
+            to every boundary field.  A signal needs ``curves=`` a corpus whose every run
+            logged it.
         reward: ``"utility"`` (default: delivered quality minus a price on
             GPU-hours) or ``"system"`` (time in system plus quality).
         reward_timing: ``"dense"`` (default: the utility paid decision by
@@ -118,7 +136,15 @@ class EvalStopConfig:
         for name in ("gpu_hour_price", "time_cost", "quality_weight"):
             value = check_real(name, getattr(self, name), 0.0, MAX_REWARD_WEIGHT)
             object.__setattr__(self, name, value)
-        object.__setattr__(self, "obs_fields", parse_obs_fields(self.obs_fields))
+        fields = parse_obs_fields(self.obs_fields, signals=True)
+        if any(f in SIGNAL_FIELDS for f in fields):
+            curves = self.sim_config.curves
+            if curves is None:
+                check_signal_fields(fields, None)
+            else:
+                hacking, healthy = load_corpus(os.fspath(curves))  # cached: read by SimConfig
+                check_signal_fields(fields, curves, (*hacking, *healthy))
+        object.__setattr__(self, "obs_fields", fields)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> EvalStopConfig:
@@ -191,7 +217,7 @@ def allowed_values() -> dict[str, tuple[str, ...]]:
         "deliver": DELIVER_MODES,
         "placement": tuple(PLACEMENTS),
         "costs": tuple(sorted(COST_PRESETS)),
-        "obs_fields": BOUNDARY_FIELDS,
+        "obs_fields": BOUNDARY_FIELDS + SIGNAL_FIELDS,
         "reward": REWARD_MODES,
         "reward_timing": REWARD_TIMINGS,
     }

@@ -24,7 +24,9 @@ import numpy as np
 from gymnasium import spaces
 
 from ..sim.engine import Simulator
+from ..sim.boundary import BOUNDARY_FIELDS
 from ..sim.metrics import METRIC_KEYS, EpisodeRecord, cluster_metrics, episode_metrics
+from ..sim.signals import SIGNAL_BOUND, SIGNAL_FIELDS, signal_rows
 from ..sim.workloads import JOB_TYPES
 from .config import EvalStopConfig
 from .rewards import Reward, make_reward
@@ -91,7 +93,10 @@ class ObservationLayout:
     """Where each observed field sits in an observation row, and the observation space.
 
     Attributes:
-        fields: The observed boundary fields, in row (boundary) order.
+        fields: The observed fields, in row order: the boundary fields (boundary order),
+            then the training-side signals asked for (:data:`SIGNAL_FIELDS` order).
+        boundary: The boundary fields among them.
+        signals: The signals among them.
         window: W, the eval and loss windows' length.
         widths: Field -> its width in a row.
         slices: ``(field, start, stop)`` per field, in row order.
@@ -103,8 +108,12 @@ class ObservationLayout:
     def __init__(self, fields: tuple[str, ...], window: int, evals_per_job: int) -> None:
         """The layout of ``fields`` with a W-window, for jobs of K checkpoints."""
         self.fields = fields
+        self.boundary = tuple(f for f in fields if f in BOUNDARY_FIELDS)
+        self.signals = tuple(f for f in fields if f in SIGNAL_FIELDS)
         self.window = w = window
-        self.widths = widths = field_widths(w, len(JOB_TYPES))
+        widths = field_widths(w, len(JOB_TYPES))
+        # A signal is a window as the evals are: the last W values, then their presence.
+        self.widths = widths = {**widths, **dict.fromkeys(SIGNAL_FIELDS, 2 * w)}
         slices: list[tuple[str, int, int]] = []
         start = 0
         for f in fields:
@@ -120,6 +129,13 @@ class ObservationLayout:
             "progress": spaces.Box(0.0, 1.0, (1,), np.float32),
             "loss": spaces.Box(0.0, _LOSS_BOUND, (2 * w,), np.float32),
         }
+        signal_space = spaces.Box(
+            np.concatenate([np.full(w, -SIGNAL_BOUND), np.zeros(w)]).astype(np.float32),
+            np.concatenate([np.full(w, SIGNAL_BOUND), np.ones(w)]).astype(np.float32),
+            (2 * w,),
+            np.float32,
+        )
+        every.update((f, signal_space) for f in self.signals)
         self.space = spaces.Dict({f: every[f] for f in fields})
 
     @classmethod
@@ -240,10 +256,10 @@ class EpisodeCore:
         table = self._tables.get(index)
         if table is None or table.shape[:2] != (n, k):
             table = self._tables[index] = new_table(
-                layout.fields, n, k, layout.window, len(JOB_TYPES)
+                layout.boundary, n, k, layout.window, len(JOB_TYPES)
             )
         block = observation_rows(
-            layout.fields,
+            layout.boundary,
             sim.batch.job_type[sl],
             sim.declines[sl],
             c.obs_eval[sl],
@@ -253,6 +269,10 @@ class EpisodeCore:
             BOUNDS,
             table,
         )
+        if layout.signals:
+            # Only when asked for: the default rows are the boundary table alone.
+            parts = [signal_windows(signal_rows(c, f, sl), layout.window) for f in layout.signals]
+            block = np.concatenate([block, *parts], axis=2)
         self._blocks[index] = block
         return block
 
@@ -302,6 +322,23 @@ class EpisodeCore:
             m[f"return_{k}"] = float(v)
         m["return"] = float(sum(parts.values()))
         return m
+
+
+def signal_windows(values: np.ndarray, window: int) -> np.ndarray:
+    """(n, K, 2W) float32: after checkpoint i, the last W values of each row and their presence.
+
+    ``values`` (n, K), NaN where a job has no such signal.  The layout of the eval window
+    (``[values..., mask...]``, oldest first, zeros before the first checkpoint), with the
+    mask also 0 where the value is absent; values clipped to +-:data:`SIGNAL_BOUND`.
+    """
+    n, k = values.shape
+    present = ~np.isnan(values)
+    padded = np.zeros((2, n, window + k), dtype=np.float32)
+    padded[0, :, window:] = np.clip(np.where(present, values, 0.0), -SIGNAL_BOUND, SIGNAL_BOUND)
+    padded[1, :, window:] = present
+    # Row c - 1 (after checkpoint c) is slots c .. c + W - 1 of the padded series.
+    views = np.lib.stride_tricks.sliding_window_view(padded, window, axis=2)[:, :, 1 : k + 1]
+    return np.concatenate([views[0], views[1]], axis=2)
 
 
 def _metrics_so_far(sim: Simulator, cluster: bool) -> dict[str, float | None]:

@@ -28,6 +28,7 @@ import numpy as np
 from ..corpus import CurveTrace, peak_progress, read_traces, resample
 from ..errors import ConfigError
 from ..fileio import file_identity
+from .signals import attach_signals
 from .synthetic_curves import Curves
 from .workloads import RLHF, JobBatch
 
@@ -122,6 +123,7 @@ def apply_real_curves(
         curves.loss[j] = LOSS_FLOOR + (1 - LOSS_FLOOR) * (loss - lmin) / span if span > 0 else 1.0
         curves.proxy[j] = np.nan if t.proxy is None else resample_proxy(t, k)
         curves.peak_progress[j] = peak_progress(t.gold, t.step) if batch.hacking[j] else np.inf
+        attach_signals(curves, j, t)
 
 
 def resample_proxy(t: CurveTrace, k: int) -> np.ndarray:

@@ -139,6 +139,7 @@ class Curves:
     loss: np.ndarray  # (n, K) observed training loss
     proxy: np.ndarray  # (n, K) proxy (reward-model) score
     peak_progress: np.ndarray  # (n,) progress of the true peak; inf if none
+    signal_runs: list | None = None  # (n,) the corpus run each job replays (sim/signals.py)
 
 
 @functools.lru_cache(maxsize=64)

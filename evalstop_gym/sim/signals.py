@@ -1,0 +1,134 @@
+"""Training-side signals of real runs: what a trainer logs beside its eval and loss.
+
+A platform running RLHF jobs sees more than the evals: the trainer's own logs carry the
+proxy reward and its spread, the KL to the reference policy, the policy's entropy, the
+completion length and the clip ratio (TRL's per-step keys, read into a
+:class:`~evalstop_gym.corpus.CurveTrace` by the loaders).  The paper's boundary leaves
+them out; a stopper may ask for them with ``obs_fields`` (off by default).
+
+Only real runs carry them: an RLHF job on a corpus run (``SimConfig(curves=...)``)
+shows the signals its run logged, resampled onto the job's checkpoints as its evals
+are; a synthetic job (LoRA, DPO, or any job without a corpus) has none, and its
+observation marks them absent.  The hidden state stays hidden: the synthetic
+simulator's ``proxy`` curve, the gold curve, labels and durations are not signals.
+
+The simulator records which run each RLHF job replays (:func:`attach_signals`, one
+call per job while the real curves are applied) and tabulates a signal only when an
+observation needs it (:func:`signal_rows`), so an episode that asks for none pays
+nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ..corpus import CurveTrace
+from ..errors import ConfigError
+from .synthetic_curves import Curves
+
+#: The signals a stopper may observe, in observation order.
+SIGNAL_FIELDS: tuple[str, ...] = (
+    "reward",
+    "reward_std",
+    "kl",
+    "entropy",
+    "completion_length",
+    "clip_ratio",
+)
+#: The trace series each signal is read from (``reward`` is the logged proxy reward).
+TRACE_SERIES: dict[str, str] = {
+    "reward": "proxy",
+    "reward_std": "reward_std",
+    "kl": "kl",
+    "entropy": "entropy",
+    "completion_length": "completion_length",
+    "clip_ratio": "clip_ratio",
+}
+#: Bound of an observed signal value (float32 observation space); a logged signal beyond
+#: it (a completion length of a million tokens) is clipped.
+SIGNAL_BOUND = 1e6
+
+
+def attach_signals(curves: Curves, j: int, trace: CurveTrace) -> None:
+    """Record that job ``j`` of ``curves`` replays the corpus run ``trace``.
+
+    Called by :func:`~evalstop_gym.sim.real_curves.apply_real_curves` for each RLHF job;
+    nothing is resampled here (see :func:`signal_rows`).
+    """
+    runs = curves.signal_runs
+    if runs is None:
+        runs = curves.signal_runs = [None] * curves.obs_eval.shape[0]
+    runs[j] = trace
+
+
+def trace_signal(trace: CurveTrace, name: str) -> np.ndarray | None:
+    """The logged series of signal ``name`` of a run, at its own checkpoints (None if absent)."""
+    return getattr(trace, TRACE_SERIES[name])
+
+
+def resample_signal(trace: CurveTrace, name: str, k: int) -> np.ndarray:
+    """Signal ``name`` of ``trace`` at ``k`` checkpoints of progress ``i / k``.
+
+    The same linear interpolation in progress (``step / last step``) as the run's eval and
+    loss (:func:`~evalstop_gym.corpus.resample`).
+    """
+    series = trace_signal(trace, name)
+    assert series is not None
+    x = trace.step.astype(np.float64) / float(trace.step[-1])
+    return np.interp(np.arange(1, k + 1, dtype=np.float64) / k, x, series)
+
+
+def signal_rows(curves: Curves, name: str, rows: slice) -> np.ndarray:
+    """(m, K) float64: signal ``name`` of the jobs ``rows``; NaN for a job without a run."""
+    n, k = curves.obs_eval[rows].shape
+    out = np.full((n, k), np.nan)
+    runs = curves.signal_runs
+    if runs is None:
+        return out
+    for i, trace in enumerate(runs[rows]):
+        if trace is not None:
+            out[i] = resample_signal(trace, name, k)
+    return out
+
+
+def carried_signals(traces: Iterable[CurveTrace]) -> tuple[str, ...]:
+    """The signals every one of ``traces`` carries, in :data:`SIGNAL_FIELDS` order."""
+    traces = list(traces)
+    return tuple(
+        s for s in SIGNAL_FIELDS if traces and all(trace_signal(t, s) is not None for t in traces)
+    )
+
+
+def check_signal_fields(
+    fields: Sequence[str],
+    curves: str | os.PathLike[str] | None,
+    traces: Iterable[CurveTrace] = (),
+) -> None:
+    """Refuse a signal in ``fields`` that the episode's curves do not carry (ConfigError).
+
+    ``curves``: the corpus path of ``SimConfig(curves=...)`` (None: synthetic curves,
+    which carry no signal); ``traces``: its runs.  Every run must carry the signal, so
+    that every RLHF job shows it.
+    """
+    wanted = [f for f in fields if f in SIGNAL_FIELDS]
+    if not wanted:
+        return
+    if curves is None:
+        raise ConfigError(
+            "obs_fields",
+            wanted[0],
+            "a boundary field: synthetic curves log no training-side signal "
+            "(signals need curves=PATH, a corpus of real runs that logged them)",
+        )
+    carried = carried_signals(traces)
+    for f in wanted:
+        if f not in carried:
+            raise ConfigError(
+                "obs_fields",
+                f,
+                f"a boundary field or a signal every run of {os.fspath(curves)} logged "
+                f"({', '.join(carried) or 'none'})",
+            )
