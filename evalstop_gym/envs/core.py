@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from ..sim.engine import Simulator
 from ..sim.boundary import BOUNDARY_FIELDS
+from ..sim.engine import Simulator
 from ..sim.metrics import METRIC_KEYS, EpisodeRecord, cluster_metrics, episode_metrics
 from ..sim.signals import SIGNAL_BOUND, SIGNAL_FIELDS, signal_rows
 from ..sim.workloads import JOB_TYPES
