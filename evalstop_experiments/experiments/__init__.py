@@ -11,7 +11,7 @@ A new experiment is a module exporting its ``Experiment`` and one line here.
 from __future__ import annotations
 
 from ..plan import Experiment
-from . import deprioritisation, generalisation, learned, paper, pools, real_curves, suite
+from . import deprioritisation, generalisation, learned, paper, pools, real_curves, signals, suite
 
 EXPERIMENTS: tuple[Experiment, ...] = (
     *paper.PAPER,
@@ -22,6 +22,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     pools.EXPERIMENT,
     deprioritisation.EXPERIMENT,
     generalisation.EXPERIMENT,
+    signals.EXPERIMENT,
 )
 
 #: The experiments in REPORT.md's order (by number; E7's scores after E7).

@@ -1,0 +1,344 @@
+"""Detectors of reward hacking on training-side signals, on evals, and on both.
+
+The paper's stoppers see the evals and the loss (the boundary).  A trainer logs more:
+the proxy reward, the KL to the reference policy, the policy's entropy (TRL's
+per-step keys, observed with ``obs_fields``; :mod:`evalstop_gym.sim.signals`).  The
+detectors here stop a job when one of those signals shows the pattern reward hacking
+is said to leave (Gao et al. 2023; the "Audit or Early Warning?" benchmark):
+
+* :class:`SignalCusum` -- a one-sided CUSUM (Page, 1954) on a signal's successive
+  differences (``order=1``: the signal rises or falls faster than ``drift``) or on
+  their differences (``order=2``: it accelerates): KL acceleration, entropy collapse,
+  proxy-reward rise;
+* :class:`AnyOf` -- stop when any of several detectors fires (evals *and* signals);
+* :class:`LearnedDetector` -- a logistic regression on features of the signals (and,
+  if asked, the evals), fitted on labelled runs (:meth:`LearnedDetector.fit`; scikit-learn),
+  applied with numpy only.
+
+Every detector is boundary-respecting: it reads the observation only, and its
+``obs_fields`` lists the signals it needs (what an env or a scoring run must add).  A
+job without the signal (a synthetic LoRA or DPO job) is never stopped by a signal
+detector.  :func:`run_observations` gives a corpus run's observations exactly as the
+env shows them, so detectors can be tuned and measured on runs directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from evalstop_gym.corpus import CurveTrace
+from evalstop_gym.corpus.analysis import resample
+from evalstop_gym.envs.core import BOUNDS, ObservationLayout, signal_windows
+from evalstop_gym.envs.tables import observation_rows, observed
+from evalstop_gym.errors import ConfigError
+from evalstop_gym.sim.boundary import BOUNDARY_FIELDS
+from evalstop_gym.sim.checkpoints import checkpoint_tables
+from evalstop_gym.sim.real_curves import BASE, GAIN, LOSS_FLOOR, gold_gain
+from evalstop_gym.sim.signals import SIGNAL_FIELDS, resample_signal
+from evalstop_gym.sim.workloads import JOB_TYPES, RLHF
+
+from .policies import Obs, need_field
+
+#: The direction in which each signal is said to move when a run starts to hack: the KL
+#: and the proxy reward climb, the entropy collapses, completions grow, clipping grows.
+HACKING_DIRECTION: dict[str, int] = {
+    "reward": 1,
+    "reward_std": -1,
+    "kl": 1,
+    "entropy": -1,
+    "completion_length": 1,
+    "clip_ratio": 1,
+}
+
+
+def _check_signal(signal: str) -> str:
+    if signal not in SIGNAL_FIELDS:
+        raise ConfigError(
+            "signal", signal, f"one of the training-side signals {list(SIGNAL_FIELDS)}"
+        )
+    return signal
+
+
+def signal_cusum(values: np.ndarray, direction: int, drift: float, order: int = 1) -> float:
+    """The CUSUM statistic of a signal's ``order``-th differences in ``direction`` (+1 or -1).
+
+    With d_i the differences, S_i = max(0, S_{i-1} + direction * d_i - drift); the
+    statistic after the values given (oldest first).  Fewer than ``order + 1`` values: 0.
+    """
+    d = np.diff(np.asarray(values, dtype=float), n=order)
+    s = 0.0
+    for x in direction * d:
+        s = max(0.0, s + x - drift)
+    return s
+
+
+class SignalCusum:
+    """Stop when the CUSUM of one signal's moves in its hacking direction exceeds ``threshold``.
+
+    Args:
+        signal: The observed signal (``"kl"``, ``"entropy"``, ``"reward"``, ...).
+        threshold: The statistic above which to stop (> 0, the signal's units).
+        drift: Moves up to this size per checkpoint are forgiven (>= 0).
+        order: 1 on the differences (a rise or fall), 2 on their differences (acceleration).
+        direction: +1 (rise) or -1 (fall); default :data:`HACKING_DIRECTION`.
+    """
+
+    def __init__(
+        self,
+        signal: str,
+        threshold: float,
+        drift: float = 0.0,
+        order: int = 1,
+        direction: int | None = None,
+    ) -> None:
+        """Validate the arguments; see the class docstring."""
+        self.signal = _check_signal(signal)
+        if not isinstance(threshold, int | float) or not threshold > 0:
+            raise ConfigError("threshold", threshold, "a number > 0 (the signal's units)")
+        if not isinstance(drift, int | float) or not drift >= 0:
+            raise ConfigError("drift", drift, "a number >= 0 (the signal's units)")
+        if order not in (1, 2):
+            raise ConfigError("order", order, "1 (differences) or 2 (acceleration)")
+        direction = HACKING_DIRECTION[signal] if direction is None else direction
+        if direction not in (1, -1):
+            raise ConfigError("direction", direction, "+1 (rise) or -1 (fall)")
+        self.threshold, self.drift = float(threshold), float(drift)
+        self.order, self.direction = order, direction
+        self.obs_fields: tuple[str, ...] = (signal,)
+        self.name = f"CUSUM[{signal}{'' if order == 1 else ' accel'}]"
+
+    def reset(self) -> None:
+        """Stateless: the statistic is rebuilt from the observed window."""
+
+    def statistic(self, obs: Obs) -> float:
+        """The CUSUM statistic over the signal's observed values (0 for a job without it)."""
+        values = observed(need_field(obs, self.signal, self.name))
+        return signal_cusum(values, self.direction, self.drift, self.order)
+
+    def act(self, obs: Obs) -> int:
+        """1 when :meth:`statistic` exceeds the threshold."""
+        return int(self.statistic(obs) > self.threshold)
+
+    def __repr__(self) -> str:
+        """Its parameters."""
+        return (
+            f"SignalCusum({self.signal!r}, threshold={self.threshold:.4g}, "
+            f"drift={self.drift:.4g}, order={self.order}, direction={self.direction:+d})"
+        )
+
+
+class AnyOf:
+    """Stop when any of ``detectors`` fires (e.g. the eval CUSUM or a signal's)."""
+
+    def __init__(self, detectors: Sequence[object], name: str | None = None) -> None:
+        """At least one detector, each with ``reset()`` and ``act(obs)``."""
+        if not detectors:
+            raise ConfigError("detectors", detectors, "at least one detector")
+        self.detectors = tuple(detectors)
+        fields: list[str] = []
+        for d in self.detectors:
+            fields += [f for f in getattr(d, "obs_fields", ()) if f not in fields]
+        self.obs_fields = tuple(fields)
+        self.name = name or " or ".join(getattr(d, "name", type(d).__name__) for d in detectors)
+
+    def reset(self) -> None:
+        """Reset every detector."""
+        for d in self.detectors:
+            d.reset()  # type: ignore[attr-defined]
+
+    def act(self, obs: Obs) -> int:
+        """1 when any detector says 1 (each is asked, so stateful ones stay in step)."""
+        return int(max(int(d.act(obs)) == 1 for d in self.detectors))  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        """Its members."""
+        return f"AnyOf({list(self.detectors)!r})"
+
+
+# --------------------------------------------------------------------------------------------
+# The learned detector
+# --------------------------------------------------------------------------------------------
+
+
+def _series_features(x: np.ndarray) -> list[float]:
+    """Level change, last slope, last acceleration and drawdown of a series seen so far."""
+    if x.size == 0:
+        return [0.0, 0.0, 0.0, 0.0]
+    slope = x[-1] - x[-2] if x.size > 1 else 0.0
+    accel = x[-1] - 2 * x[-2] + x[-3] if x.size > 2 else 0.0
+    return [float(x[-1] - x[0]), float(slope), float(accel), float(np.max(x) - x[-1])]
+
+
+def features(obs: Obs, signals: Sequence[str], evals: bool) -> np.ndarray:
+    """The learned detector's features of one observation (the past only).
+
+    Per signal (and for the evals if ``evals``): change since the first checkpoint, last
+    slope, last acceleration, drop below the running maximum; then the progress.
+    """
+    out: list[float] = []
+    for s in signals:
+        out += _series_features(observed(obs[s]))
+    if evals:
+        out += _series_features(observed(obs["evals"]))
+    out.append(float(obs["progress"][0]))
+    return np.asarray(out)
+
+
+@dataclass(frozen=True)
+class LearnedDetector:
+    """Stop when a logistic model's probability that the run is past a hacking peak exceeds ``threshold``.
+
+    Fitted by :meth:`fit` (scikit-learn) on labelled runs; applied with numpy only (the
+    standardisation and the linear model's coefficients are held here), so it pickles and
+    plays anywhere.  Attributes are the fitted model.
+    """
+
+    signals: tuple[str, ...]
+    evals: bool
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    threshold: float
+    name: str = "Learned"
+
+    @property
+    def obs_fields(self) -> tuple[str, ...]:
+        """The signals it reads."""
+        return self.signals
+
+    def reset(self) -> None:
+        """Stateless."""
+
+    def probability(self, obs: Obs) -> float:
+        """The model's probability that the job is past a hacking run's peak."""
+        if any(not np.any(obs[s][len(obs[s]) // 2 :]) for s in self.signals):
+            return 0.0  # a job without the signals (synthetic): never stopped
+        z = (features(obs, self.signals, self.evals) - self.mean) / self.scale
+        return float(1.0 / (1.0 + np.exp(-(z @ self.coef + self.intercept))))
+
+    def act(self, obs: Obs) -> int:
+        """1 when :meth:`probability` exceeds the threshold."""
+        return int(self.probability(obs) > self.threshold)
+
+    @classmethod
+    def fit(
+        cls,
+        observations: Sequence[Sequence[Obs]],
+        past_peak: Sequence[np.ndarray],
+        signals: Sequence[str],
+        evals: bool = False,
+        threshold: float = 0.5,
+        name: str = "Learned",
+        c: float = 1.0,
+    ) -> LearnedDetector:
+        """Fit the model on runs' observations and their labels (scikit-learn).
+
+        Args:
+            observations: Per run, its observations at its checkpoints (:func:`run_observations`).
+            past_peak: Per run, a bool per checkpoint: the run hacks and the checkpoint is at or
+                after its gold peak (the checkpoints a stop is right at).
+            signals: The signals it reads; ``evals``: the evals too.
+            threshold: The probability above which it stops (tune it on held-back runs).
+            name: Its display name.
+            c: Inverse L2 regularisation strength of the logistic regression.
+        """
+        from sklearn.linear_model import LogisticRegression
+
+        signals = tuple(_check_signal(s) for s in signals)
+        x = np.array([features(o, signals, evals) for run in observations for o in run])
+        y = np.concatenate([np.asarray(p, dtype=bool) for p in past_peak])
+        mean = x.mean(axis=0)
+        scale = x.std(axis=0)
+        scale[scale == 0] = 1.0
+        model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
+        model.fit((x - mean) / scale, y)
+        return cls(
+            signals,
+            evals,
+            mean,
+            scale,
+            model.coef_[0].copy(),
+            float(model.intercept_[0]),
+            float(threshold),
+            name,
+        )
+
+    def __repr__(self) -> str:
+        """Its inputs and threshold (the coefficients are data)."""
+        return (
+            f"LearnedDetector(signals={list(self.signals)}, evals={self.evals}, "
+            f"threshold={self.threshold:.3g})"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Corpus runs as the env shows them
+# --------------------------------------------------------------------------------------------
+
+
+def observed_run(trace: CurveTrace, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(eval, loss) of a corpus run on ``k`` checkpoints, as an RLHF job on it observes them.
+
+    The simulator's maps (:mod:`evalstop_gym.sim.real_curves`): the gold starts at
+    ``BASE`` and gains ``GAIN``, the eval on the same map, the loss from 1 down to
+    ``LOSS_FLOOR``; no extra eval noise (the corpus tasks' setting).
+    """
+    _, ev, loss, _ = resample(trace, k)
+    assert trace.gold is not None
+    g0 = float(trace.gold[0])
+    evals = BASE + GAIN / gold_gain(trace) * (ev - g0)
+    l0, lmin = float(trace.loss[0]), float(np.min(trace.loss))
+    span = l0 - lmin
+    rel = LOSS_FLOOR + (1 - LOSS_FLOOR) * (loss - lmin) / span if span > 0 else np.ones(k)
+    return evals, rel
+
+
+def run_observations(
+    traces: Sequence[CurveTrace], k: int, signals: Sequence[str] = ()
+) -> list[list[dict[str, np.ndarray]]]:
+    """Per run, the observation an RLHF job on it gets after each of its ``k`` checkpoints.
+
+    The env's own rows (:func:`~evalstop_gym.envs.tables.observation_rows`, the signal
+    windows of :mod:`evalstop_gym.envs.core`) with every boundary field and ``signals``,
+    the whole history in the window (the corpus tasks' ``eval_window=None``).
+    """
+    fields = (*BOUNDARY_FIELDS, *(s for s in SIGNAL_FIELDS if s in signals))
+    layout = ObservationLayout(fields, k, k)
+    pairs = [observed_run(t, k) for t in traces]
+    obs_eval = np.array([p[0] for p in pairs]).reshape(len(traces), k)
+    loss = np.array([p[1] for p in pairs]).reshape(len(traces), k)
+    _, declines = checkpoint_tables(obs_eval)
+    rows = observation_rows(
+        layout.boundary,
+        np.full(len(traces), RLHF),
+        declines,
+        obs_eval,
+        loss,
+        k,
+        len(JOB_TYPES),
+        BOUNDS,
+    )
+    if layout.signals:
+        parts = [
+            signal_windows(np.array([resample_signal(t, s, k) for t in traces]), k)
+            for s in layout.signals
+        ]
+        rows = np.concatenate([rows, *parts], axis=2)
+    return [[layout.split(rows[i, c].copy()) for c in range(k)] for i in range(len(traces))]
+
+
+def first_stop(detector: object, observations: Sequence[Obs]) -> int | None:
+    """The 0-based checkpoint at which ``detector`` stops a run (None: it runs to the end).
+
+    Asked after every checkpoint but the last (the env's decisions: a job that reaches its
+    last checkpoint has finished).
+    """
+    detector.reset()  # type: ignore[attr-defined]
+    for c, obs in enumerate(observations[:-1]):
+        if int(detector.act(obs)) == 1:  # type: ignore[attr-defined]
+            return c
+    return None

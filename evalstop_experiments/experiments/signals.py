@@ -1,0 +1,505 @@
+"""E12: which signal warns first on real runs -- the evals, the training-side signals, or both.
+
+The paper's central claim is that eval scores are a better stopping signal than what a
+trainer logs anyway (the loss, the reward model's score, the KL).  E12 measures it on
+genuine RLHF runs: detectors that see only the evals (the paper's boundary), only a
+training-side signal (a CUSUM on each: KL acceleration, entropy collapse, proxy-reward
+rise; and a learned one on all of them), and both.
+
+Protocol (:func:`e12`):
+
+* the corpus's runs are split once by :func:`evalstop_gym.corpus.split.split_runs`
+  (by grid cell, stratified by label); every threshold and model is fitted on the
+  *train* runs, every figure is measured on the *test* runs;
+* each run is seen as an RLHF job on it sees it (:func:`baselines.signals.run_observations`:
+  the env's own observation rows, on the corpus task's checkpoints), and a detector's
+  stop is the first checkpoint (before the last) at which it says stop;
+* a threshold maximises recall - FPR on the train runs (Youden's J; ties: the earlier
+  warning), the learned detector's on probabilities cross-fitted over train cells;
+* on the test runs: precision, recall, FPR (healthy runs stopped), the share of hacking
+  runs warned at or before their gold peak, and the lead time (gold peak - stop; positive
+  = before the peak) in progress units and in checkpoints, each with a 95 % bootstrap CI
+  over runs;
+* the normalised score (NoStop = 0, the Oracle = 1) through the suite's scoring on the
+  held-out runs as a corpus task (:func:`heldout_task`).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines import Cusum, EvalStop, NoStop
+from baselines.changepoint import cusum_statistic
+from baselines.signals import (
+    HACKING_DIRECTION,
+    AnyOf,
+    LearnedDetector,
+    SignalCusum,
+    first_stop,
+    run_observations,
+)
+from evalstop_gym.corpus import CurveTrace, peak_progress, resample, write_traces
+from evalstop_gym.corpus.packaged import TRL_CORPUS, load_corpus
+from evalstop_gym.corpus.split import cell_of, select, split_runs
+from evalstop_gym.envs.config import EvalStopConfig
+from evalstop_gym.envs.tables import observed
+from evalstop_gym.errors import ConfigError
+from evalstop_gym.fileio import atomic_open
+from evalstop_gym.sim.signals import carried_signals
+from evalstop_gym.suite import suite_task
+
+from ..plan import Experiment, Plan, ReproduceOptions
+from ..scoring import EXTRA, NOSTOP, ORACLE, Stopper, score_task
+
+ID = "E12"
+#: The shipped corpora E12 runs on (a later corpus joins by its packaged name).
+CORPORA: tuple[str, ...] = (TRL_CORPUS,)
+#: The corpus task whose env settings the held-out score uses (and whose K the runs take).
+BASE_TASK = "trl-gao"
+#: Seeds of the normalised score (the fewest a reported score uses) and with ``--quick``.
+SCORE_SEEDS, QUICK_SCORE_SEEDS = 30, 6
+#: Bootstrap resamples of the detection CIs.
+N_BOOT = 2000
+#: The drifts tried for each CUSUM, in units of the median absolute move of its input.
+DRIFTS = (0.0, 0.5, 1.0)
+#: What each boundary means in the table.
+BOUNDARIES = ("evals", "signals", "both")
+SIGNAL_TITLES = {
+    "kl": "KL rise",
+    "reward": "proxy-reward rise",
+    "entropy": "entropy collapse",
+    "reward_std": "reward-std collapse",
+    "completion_length": "completion growth",
+    "clip_ratio": "clip-ratio rise",
+}
+
+
+@dataclass
+class Runs:
+    """One side of the split: its traces and what the detectors see and are measured on."""
+
+    traces: list[CurveTrace]
+    observations: list[list[dict[str, np.ndarray]]]
+    hacking: np.ndarray  # (n,) bool
+    peak_ckpt: np.ndarray  # (n,) 0-based checkpoint of the resampled gold's peak
+    peak_progress: np.ndarray  # (n,) the gold's true peak, progress in [0, 1]
+    cells: list[str]
+
+    @classmethod
+    def of(cls, traces: Sequence[CurveTrace], k: int, signals: Sequence[str]) -> Runs:
+        """The runs of ``traces`` on ``k`` checkpoints with ``signals`` observed."""
+        traces = list(traces)
+        peaks = []
+        for t in traces:
+            gold = resample(t, k)[3]
+            assert gold is not None
+            peaks.append(int(np.argmax(gold)))
+        return cls(
+            traces,
+            run_observations(traces, k, signals),
+            np.array([bool(t.label) for t in traces]),
+            np.array(peaks),
+            np.array([peak_progress(t.gold, t.step) for t in traces]),
+            [cell_of(t) for t in traces],
+        )
+
+    def past_peak(self) -> list[np.ndarray]:
+        """Per run, per checkpoint: a hacking run at or after its peak (where a stop is right)."""
+        k = len(self.observations[0])
+        return [h & (np.arange(k) >= p) for h, p in zip(self.hacking, self.peak_ckpt)]
+
+
+def stat_matrix(stat: Callable[[dict[str, np.ndarray]], float], runs: Runs) -> np.ndarray:
+    """(n, K - 1): ``stat`` of each run's observation after each checkpoint but the last."""
+    return np.array([[stat(o) for o in run[:-1]] for run in runs.observations])
+
+
+def stops_at(stats: np.ndarray, threshold: float) -> np.ndarray:
+    """(n,) the first checkpoint whose statistic exceeds ``threshold``; -1: no stop."""
+    fire = stats > threshold
+    return np.where(fire.any(axis=1), fire.argmax(axis=1), -1)
+
+
+def youden(stops: np.ndarray, runs: Runs) -> tuple[float, float]:
+    """(recall - FPR, mean lead in checkpoints of the stopped hacking runs) of ``stops``."""
+    fired = stops >= 0
+    h = runs.hacking
+    recall = fired[h].mean() if h.any() else 0.0
+    fpr = fired[~h].mean() if (~h).any() else 0.0
+    tp = fired & h
+    lead = float(np.mean(runs.peak_ckpt[tp] - stops[tp])) if tp.any() else -np.inf
+    return float(recall - fpr), lead
+
+
+def tune_threshold(stats: np.ndarray, runs: Runs) -> tuple[float, float, float]:
+    """(threshold, J, lead) maximising J on ``runs``, ties to the larger lead (earlier warning)."""
+    values = np.unique(stats[np.isfinite(stats)])
+    # A threshold just below each observed value fires at it; above the largest, never.
+    cands = [*(np.nextafter(v, -np.inf) for v in values), float(values.max()) + 1.0]
+    if len(cands) > 400:
+        cands = [*np.quantile(values, np.linspace(0, 1, 400)), cands[-1]]
+    best = (-np.inf, -np.inf, cands[-1])
+    for thr in cands:
+        j, lead = youden(stops_at(stats, thr), runs)
+        if (j, lead) > best[:2]:
+            best = (j, lead, float(thr))
+    return best[2], best[0], best[1]
+
+
+def _scale(runs: Runs, field: str, order: int = 1) -> float:
+    """The median absolute ``order``-th move of ``field`` over the train runs (drift unit)."""
+    moves = []
+    for run in runs.observations:
+        last = run[-1][field]
+        k = len(last) // 2
+        moves.append(np.abs(np.diff(last[:k][last[k:] > 0.5], n=order)))
+    allm = np.concatenate(moves) if moves else np.zeros(1)
+    m = float(np.median(allm)) if allm.size else 0.0
+    return m if m > 0 else float(np.mean(allm)) if allm.size and np.mean(allm) > 0 else 1.0
+
+
+@dataclass
+class Detector:
+    """A tuned detector of E12: its policy, boundary, family and train figures."""
+
+    name: str
+    boundary: str
+    policy: Any
+    obs_fields: tuple[str, ...]
+    train_j: float
+
+
+def tune_cusums(train: Runs, signals: Sequence[str]) -> list[Detector]:
+    """The eval CUSUM and each signal's CUSUM(s), thresholds and drifts tuned on ``train``."""
+    out = []
+    eval_unit = _scale(train, "evals")
+    best: tuple[float, float, Any] | None = None
+    for drift in DRIFTS:
+        probe = Cusum(threshold=1.0, drift=drift * eval_unit)
+        stats = stat_matrix(lambda o, p=probe: _eval_cusum(p, o), train)
+        thr, j, lead = tune_threshold(stats, train)
+        if best is None or (j, lead) > best[:2]:
+            best = (j, lead, Cusum(threshold=max(thr, 1e-12), drift=drift * eval_unit))
+    assert best is not None
+    out.append(Detector("CUSUM on evals", "evals", best[2], (), best[0]))
+    for signal in signals:
+        orders = (1, 2) if signal == "kl" else (1,)
+        for order in orders:
+            unit = _scale(train, signal, order)
+            chosen: tuple[float, float, Any] | None = None
+            for drift in DRIFTS:
+                probe = SignalCusum(signal, 1.0, drift * unit, order)
+                stats = stat_matrix(probe.statistic, train)
+                thr, j, lead = tune_threshold(stats, train)
+                if chosen is None or (j, lead) > chosen[:2]:
+                    det = SignalCusum(signal, max(thr, 1e-12), drift * unit, order)
+                    chosen = (j, lead, det)
+            assert chosen is not None
+            title = "KL acceleration" if order == 2 else SIGNAL_TITLES[signal]
+            out.append(Detector(f"CUSUM: {title}", "signals", chosen[2], (signal,), chosen[0]))
+    return out
+
+
+def _eval_cusum(probe: Cusum, obs: dict[str, np.ndarray]) -> float:
+    """The eval CUSUM's statistic (the one :class:`baselines.Cusum` compares)."""
+    return cusum_statistic(observed(obs["evals"]), probe.drift)
+
+
+def fit_learned(
+    train: Runs, signals: Sequence[str], evals: bool, name: str, folds: int = 4
+) -> Detector:
+    """The learned detector on ``signals`` (and the evals): threshold on cross-fitted probabilities."""
+    cells = sorted(set(train.cells))
+    rng = np.random.default_rng(0)
+    order = list(rng.permutation(len(cells)))
+    fold_of = {cells[i]: n % folds for n, i in enumerate(order)}
+    past = train.past_peak()
+    probs = np.zeros((len(train.traces), len(train.observations[0]) - 1))
+    for f in range(folds):
+        held = [i for i, c in enumerate(train.cells) if fold_of[c] == f]
+        fit = [i for i, c in enumerate(train.cells) if fold_of[c] != f]
+        if not held or not fit or len({bool(np.any(past[i])) for i in fit}) < 2:
+            continue
+        model = LearnedDetector.fit(
+            [train.observations[i] for i in fit], [past[i] for i in fit], signals, evals
+        )
+        for i in held:
+            probs[i] = [model.probability(o) for o in train.observations[i][:-1]]
+    thr, j, _ = tune_threshold(probs, train)
+    thr = float(min(max(thr, 0.0), 1.0))
+    model = LearnedDetector.fit(train.observations, past, signals, evals, thr, name)
+    boundary = "both" if evals else "signals"
+    return Detector(name, boundary, model, tuple(signals), j)
+
+
+def detectors_for(train: Runs, signals: Sequence[str]) -> list[Detector]:
+    """Every detector of E12, tuned on ``train``: evals only, each signal, learned, both."""
+    cusums = tune_cusums(train, signals)
+    out = [Detector("EvalStop(k=2)", "evals", EvalStop(2), (), float("nan")), *cusums]
+    if signals:
+        out.append(fit_learned(train, signals, False, "Learned (signals)"))
+        sig = [d for d in cusums if d.boundary == "signals"]
+        best_sig = max(sig, key=lambda d: d.train_j)
+        both = AnyOf([cusums[0].policy, best_sig.policy], name=f"evals or {best_sig.name}")
+        out.append(
+            Detector(
+                f"CUSUM on evals or {best_sig.name}",
+                "both",
+                both,
+                best_sig.obs_fields,
+                float("nan"),
+            )
+        )
+        out.append(fit_learned(train, signals, True, "Learned (signals + evals)"))
+    return out
+
+
+def _boot(values: Callable[[np.ndarray], float], n: int, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile CI of ``values(index)`` over ``N_BOOT`` resamples of n runs."""
+    rng = np.random.default_rng(seed)
+    draws = [values(rng.integers(0, n, n)) for _ in range(N_BOOT)]
+    draws = [d for d in draws if np.isfinite(d)]
+    if not draws:
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def detection_row(det: Detector, test: Runs) -> dict[str, Any]:
+    """Precision, recall, FPR, warned-before-peak share and lead times on ``test``, with CIs."""
+    stops = np.array([_first_stop(det.policy, run) for run in test.observations])
+    k = len(test.observations[0])
+    fired = stops >= 0
+    h = test.hacking
+    lead_p = test.peak_progress - (stops + 1) / k
+    lead_c = (test.peak_ckpt - stops).astype(float)
+
+    def prec(i: np.ndarray) -> float:
+        f, hh = fired[i], h[i]
+        return float((f & hh).sum() / f.sum()) if f.sum() else float("nan")
+
+    def rec(i: np.ndarray) -> float:
+        return float(fired[i][h[i]].mean()) if h[i].any() else float("nan")
+
+    def fpr(i: np.ndarray) -> float:
+        return float(fired[i][~h[i]].mean()) if (~h[i]).any() else float("nan")
+
+    def early(i: np.ndarray) -> float:
+        hh = h[i]
+        return float((fired[i] & (lead_c[i] >= 0))[hh].mean()) if hh.any() else float("nan")
+
+    def lead(arr: np.ndarray) -> Callable[[np.ndarray], float]:
+        def f(i: np.ndarray) -> float:
+            tp = (fired & h)[i]
+            return float(arr[i][tp].mean()) if tp.any() else float("nan")
+
+        return f
+
+    n = len(stops)
+    row: dict[str, Any] = {
+        "experiment": ID,
+        "detector": det.name,
+        "boundary": det.boundary,
+        "params": repr(det.policy),
+        "n_test": n,
+        "n_hacking": int(h.sum()),
+        "train_j": det.train_j,
+    }
+    all_i = np.arange(n)
+    for key, fn in (
+        ("precision", prec),
+        ("recall", rec),
+        ("fpr", fpr),
+        ("warned_before_peak", early),
+        ("lead_progress", lead(lead_p)),
+        ("lead_ckpt", lead(lead_c)),
+    ):
+        row[key] = fn(all_i)
+        row[f"{key}_lo"], row[f"{key}_hi"] = _boot(fn, n)
+    return row
+
+
+def _first_stop(policy: Any, observations: Sequence[dict[str, np.ndarray]]) -> int:
+    stop = first_stop(policy, observations)
+    return -1 if stop is None else stop
+
+
+def heldout_task(test: Sequence[CurveTrace], folder: Path) -> dict[str, Any]:
+    """Env kwargs of the held-out runs as a corpus task: ``trl-gao``'s settings on them.
+
+    The held-out runs are written to ``folder/heldout.jsonl`` (RLHF jobs replay only them).
+    """
+    path = folder / "heldout.jsonl"
+    write_traces(test, path)
+    return suite_task(BASE_TASK, curves=str(path))
+
+
+def score_rows(
+    detectors: Sequence[Detector], kw: dict[str, Any], seeds: Sequence[int]
+) -> dict[str, tuple[float, float, float]]:
+    """Detector name -> (normalised score, CI low, CI high) on the env kwargs ``kw``."""
+    stoppers = [Stopper(NOSTOP, "NoStop", NoStop())]
+    for d in detectors:
+        env = {"obs_fields": list(d.obs_fields)} if d.obs_fields else {}
+        stoppers.append(Stopper(EXTRA, d.name, d.policy, env))
+    stoppers.append(Stopper(ORACLE, "Oracle", None))
+    rows = score_task("heldout", 1.0, kw, stoppers, seeds)
+    return {r.stopper: (r.score, r.score_lo, r.score_hi) for r in rows}
+
+
+def e12(
+    traces: Sequence[CurveTrace],
+    *,
+    corpus: str = "corpus",
+    score_seeds: Sequence[int] = (),
+    n_jobs: int | None = None,
+    folder: str | os.PathLike[str] | None = None,
+) -> list[dict[str, Any]]:
+    """E12's rows on one corpus: every detector's held-out detection figures and score.
+
+    Args:
+        traces: The corpus (every run with gold and label).
+        corpus: Its name in the rows.
+        score_seeds: Seeds of the normalised score (none: no score).
+        n_jobs: Jobs per scoring episode (None: the task's).
+        folder: Where the held-out corpus is written for scoring (default: a temporary one).
+    """
+    traces = list(traces)
+    if any(t.gold is None or t.label is None for t in traces):
+        raise ConfigError("traces", corpus, "a corpus whose every run has gold and label")
+    base = suite_task(BASE_TASK)
+    k = EvalStopConfig.from_kwargs(**base).sim_config.resolved_calibration().evals_per_job
+    split = split_runs(traces)
+    signals = carried_signals(traces)
+    train = Runs.of(select(traces, split, "train"), k, signals)
+    test = Runs.of(select(traces, split, "test"), k, signals)
+    detectors = detectors_for(train, signals)
+    rows = [detection_row(d, test) for d in detectors]
+    scores: dict[str, tuple[float, float, float]] = {}
+    if score_seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            where = Path(folder) if folder is not None else Path(tmp)
+            where.mkdir(parents=True, exist_ok=True)
+            kw = heldout_task(test.traces, where)
+            if n_jobs is not None:
+                kw["n_jobs"] = n_jobs
+            scores = score_rows(detectors, kw, list(score_seeds))
+    missing = [s for s in HACKING_DIRECTION if s not in signals]
+    for r in rows:
+        r["corpus"] = corpus
+        r["signals"] = ",".join(signals)
+        r["signals_missing"] = ",".join(missing)
+        r["n_train"] = len(train.traces)
+        r["k"] = k
+        sc = scores.get(r["detector"], (float("nan"),) * 3)
+        r["score"], r["score_lo"], r["score_hi"] = sc
+        r["score_seeds"] = len(score_seeds)
+    return rows
+
+
+#: The columns of ``E12.csv``, in order.
+COLUMNS = (
+    "corpus", "boundary", "detector", "precision", "precision_lo", "precision_hi", "recall",
+    "recall_lo", "recall_hi", "fpr", "fpr_lo", "fpr_hi", "warned_before_peak",
+    "warned_before_peak_lo", "warned_before_peak_hi", "lead_progress", "lead_progress_lo",
+    "lead_progress_hi", "lead_ckpt", "lead_ckpt_lo", "lead_ckpt_hi", "score", "score_lo",
+    "score_hi", "score_seeds", "n_train", "n_test", "n_hacking", "k", "train_j", "signals",
+    "signals_missing", "params",
+)  # fmt: skip
+
+
+def write_e12(out: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """Write ``OUT/E12.csv``."""
+    path = Path(out) / "E12.csv"
+    with atomic_open(path, "w") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
+    """E12 on every corpus of :data:`CORPORA`: detection on held-out runs and their score."""
+    n = QUICK_SCORE_SEEDS if opts.quick else SCORE_SEEDS
+    rows: list[dict[str, Any]] = []
+    for name in CORPORA:
+        folder = Path(out) / "E12" / name
+        rows += e12(
+            load_corpus(name),
+            corpus=name,
+            score_seeds=range(n),
+            n_jobs=opts.jobs_per_episode,
+            folder=folder,
+        )
+    path = write_e12(out, rows)
+    plan.report_rows += rows
+    plan.header[ID] = f"detectors on held-out runs of {', '.join(CORPORA)}: {path.name}"
+
+
+def _ci(r: dict[str, Any], key: str, digits: int = 2, pct: bool = False) -> str:
+    v, lo, hi = r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi")
+    if v is None or not np.isfinite(v):
+        return "–"
+    f = 100.0 if pct else 1.0
+    d = 0 if pct else digits
+    if lo is None or not np.isfinite(lo):
+        return f"{f * v:.{d}f}"
+    return f"{f * v:.{d}f} [{f * lo:.{d}f}, {f * hi:.{d}f}]"
+
+
+def section(summary: list[dict[str, Any]]) -> list[str]:
+    """REPORT.md's E12 section: one table per corpus, a row per detector."""
+    rows = [s for s in summary if s.get("experiment") == ID]
+    if not rows:
+        return []
+    lines = [
+        f"## E12 — {EXPERIMENT.title}",
+        "",
+        "Held-out runs of the fixed split by grid cell (thresholds and models fitted on the "
+        "train runs). Recall, FPR and 'warned ≤ peak' in %; lead = gold peak − stop "
+        "(positive: before the peak) over the hacking runs stopped; [95 % bootstrap CI over "
+        "runs]. Score: the suite's normalised score on the held-out runs (NoStop 0, Oracle 1).",
+        "",
+    ]
+    for corpus in dict.fromkeys(r["corpus"] for r in rows):
+        rs = [r for r in rows if r["corpus"] == corpus]
+        r0 = rs[0]
+        lines += [
+            f"**{corpus}**: {r0['n_train']} train / {r0['n_test']} test runs "
+            f"({r0['n_hacking']} hacking), {r0['k']} checkpoints; signals: "
+            f"{r0['signals'] or 'none'}"
+            + (f" (not logged: {r0['signals_missing']})" if r0["signals_missing"] else "")
+            + f"; score on {r0['score_seeds']} seeds.",
+            "",
+            "| boundary | detector | precision | recall % | FPR % | warned ≤ peak % | "
+            "lead (progress) | lead (ckpts) | score |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in sorted(rs, key=lambda r: BOUNDARIES.index(r["boundary"])):
+            lines.append(
+                f"| {r['boundary']} | {r['detector']} | {_ci(r, 'precision')} | "
+                f"{_ci(r, 'recall', pct=True)} | {_ci(r, 'fpr', pct=True)} | "
+                f"{_ci(r, 'warned_before_peak', pct=True)} | {_ci(r, 'lead_progress')} | "
+                f"{_ci(r, 'lead_ckpt', 1)} | {_ci(r, 'score')} |"
+            )
+        lines.append("")
+    return lines
+
+
+EXPERIMENT = Experiment(
+    ID,
+    "Which signal warns first on real runs: evals, training-side signals or both",
+    12,
+    build,
+    section=section,
+    background=True,
+    work="signal_detectors",
+)
