@@ -64,6 +64,8 @@ ID = "E12"
 CORPORA: tuple[str, ...] = (TRL_CORPUS,)
 #: The corpus task whose env settings the held-out score uses (and whose K the runs take).
 BASE_TASK = "trl-gao"
+#: The suite's task of the shipped TRL corpus's held-out runs (used when the suite has it).
+HELDOUT_TASK = "trl-heldout"
 #: Seeds of the normalised score (the fewest a reported score uses) and with ``--quick``.
 SCORE_SEEDS, QUICK_SCORE_SEEDS = 30, 6
 #: Bootstrap resamples of the detection CIs.
@@ -262,10 +264,12 @@ def detectors_for(train: Runs, signals: Sequence[str]) -> list[Detector]:
     return out
 
 
-def _boot(values: Callable[[np.ndarray], float], n: int, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile CI of ``values(index)`` over ``N_BOOT`` resamples of n runs."""
+def _boot(
+    values: Callable[[np.ndarray], float], n: int, n_boot: int = N_BOOT, seed: int = 0
+) -> tuple[float, float]:
+    """95 % percentile CI of ``values(index)`` over ``n_boot`` resamples of n runs."""
     rng = np.random.default_rng(seed)
-    draws = [values(rng.integers(0, n, n)) for _ in range(N_BOOT)]
+    draws = [values(rng.integers(0, n, n)) for _ in range(n_boot)]
     draws = [d for d in draws if np.isfinite(d)]
     if not draws:
         return float("nan"), float("nan")
@@ -273,7 +277,7 @@ def _boot(values: Callable[[np.ndarray], float], n: int, seed: int = 0) -> tuple
     return float(lo), float(hi)
 
 
-def detection_row(det: Detector, test: Runs) -> dict[str, Any]:
+def detection_row(det: Detector, test: Runs, n_boot: int = N_BOOT) -> dict[str, Any]:
     """Precision, recall, FPR, warned-before-peak share and lead times on ``test``, with CIs."""
     stops = np.array([_first_stop(det.policy, run) for run in test.observations])
     k = len(test.observations[0])
@@ -323,7 +327,7 @@ def detection_row(det: Detector, test: Runs) -> dict[str, Any]:
         ("lead_ckpt", lead(lead_c)),
     ):
         row[key] = fn(all_i)
-        row[f"{key}_lo"], row[f"{key}_hi"] = _boot(fn, n)
+        row[f"{key}_lo"], row[f"{key}_hi"] = _boot(fn, n, n_boot)
     return row
 
 
@@ -332,14 +336,23 @@ def _first_stop(policy: Any, observations: Sequence[dict[str, np.ndarray]]) -> i
     return -1 if stop is None else stop
 
 
-def heldout_task(test: Sequence[CurveTrace], folder: Path) -> dict[str, Any]:
-    """Env kwargs of the held-out runs as a corpus task: ``trl-gao``'s settings on them.
+def heldout_task(
+    test: Sequence[CurveTrace], folder: Path, corpus: str = ""
+) -> tuple[str, dict[str, Any]]:
+    """(name, env kwargs) of the task the held-out runs are scored on.
 
-    The held-out runs are written to ``folder/heldout.jsonl`` (RLHF jobs replay only them).
+    The suite's held-out task (:data:`HELDOUT_TASK`, the test side of the same split)
+    for the shipped TRL corpus when the suite has it; otherwise ``trl-gao``'s settings
+    on the held-out runs alone, written to ``folder/heldout.jsonl``.
     """
+    if corpus == TRL_CORPUS:
+        try:
+            return HELDOUT_TASK, suite_task(HELDOUT_TASK, split="test")  # type: ignore[call-arg]
+        except (ConfigError, TypeError):
+            pass  # a suite without the held-out task
     path = folder / "heldout.jsonl"
     write_traces(test, path)
-    return suite_task(BASE_TASK, curves=str(path))
+    return f"{BASE_TASK} on the held-out runs", suite_task(BASE_TASK, curves=str(path))
 
 
 def score_rows(
@@ -362,6 +375,7 @@ def e12(
     score_seeds: Sequence[int] = (),
     n_jobs: int | None = None,
     folder: str | os.PathLike[str] | None = None,
+    n_boot: int = N_BOOT,
 ) -> list[dict[str, Any]]:
     """E12's rows on one corpus: every detector's held-out detection figures and score.
 
@@ -371,6 +385,7 @@ def e12(
         score_seeds: Seeds of the normalised score (none: no score).
         n_jobs: Jobs per scoring episode (None: the task's).
         folder: Where the held-out corpus is written for scoring (default: a temporary one).
+        n_boot: Bootstrap resamples of the detection CIs.
     """
     traces = list(traces)
     if any(t.gold is None or t.label is None for t in traces):
@@ -382,13 +397,14 @@ def e12(
     train = Runs.of(select(traces, split, "train"), k, signals)
     test = Runs.of(select(traces, split, "test"), k, signals)
     detectors = detectors_for(train, signals)
-    rows = [detection_row(d, test) for d in detectors]
+    rows = [detection_row(d, test, n_boot) for d in detectors]
     scores: dict[str, tuple[float, float, float]] = {}
+    task = ""
     if score_seeds:
         with tempfile.TemporaryDirectory() as tmp:
             where = Path(folder) if folder is not None else Path(tmp)
             where.mkdir(parents=True, exist_ok=True)
-            kw = heldout_task(test.traces, where)
+            task, kw = heldout_task(test.traces, where, corpus)
             if n_jobs is not None:
                 kw["n_jobs"] = n_jobs
             scores = score_rows(detectors, kw, list(score_seeds))
@@ -402,6 +418,7 @@ def e12(
         sc = scores.get(r["detector"], (float("nan"),) * 3)
         r["score"], r["score_lo"], r["score_hi"] = sc
         r["score_seeds"] = len(score_seeds)
+        r["score_task"] = task
     return rows
 
 
@@ -412,7 +429,7 @@ COLUMNS = (
     "warned_before_peak_lo", "warned_before_peak_hi", "lead_progress", "lead_progress_lo",
     "lead_progress_hi", "lead_ckpt", "lead_ckpt_lo", "lead_ckpt_hi", "score", "score_lo",
     "score_hi", "score_seeds", "n_train", "n_test", "n_hacking", "k", "train_j", "signals",
-    "signals_missing", "params",
+    "signals_missing", "score_task", "params",
 )  # fmt: skip
 
 
@@ -477,7 +494,7 @@ def section(summary: list[dict[str, Any]]) -> list[str]:
             f"({r0['n_hacking']} hacking), {r0['k']} checkpoints; signals: "
             f"{r0['signals'] or 'none'}"
             + (f" (not logged: {r0['signals_missing']})" if r0["signals_missing"] else "")
-            + f"; score on {r0['score_seeds']} seeds.",
+            + f"; score on {r0['score_seeds']} seeds of {r0['score_task'] or '–'}.",
             "",
             "| boundary | detector | precision | recall % | FPR % | warned ≤ peak % | "
             "lead (progress) | lead (ckpts) | score |",

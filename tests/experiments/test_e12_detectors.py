@@ -1,0 +1,154 @@
+"""The signal detectors (baselines/signals.py): their statistics, refusals and the env's view.
+
+CUSUMs on training-side signals computed by hand; a job without the signal is never
+stopped; the learned detector fits, pickles and ignores jobs without signals; and a
+corpus run's observations (what E12 tunes and measures on) are exactly the env's rows.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import evalstop_gym  # noqa: F401  (registers the envs)
+from baselines import Cusum
+from baselines.signals import (
+    AnyOf,
+    LearnedDetector,
+    SignalCusum,
+    first_stop,
+    run_observations,
+    signal_cusum,
+)
+from evalstop_gym.corpus.packaged import TRL_CORPUS, load_corpus
+from evalstop_gym.errors import ConfigError
+from evalstop_gym.sim.workloads import RLHF
+from evalstop_gym.suite import suite_task
+
+
+def _window(values, w=5):
+    """A signal window ``[values..., mask...]`` holding ``values`` (the latest last)."""
+    values = list(values)
+    pad = w - len(values)
+    return np.array([0.0] * pad + values + [0.0] * pad + [1.0] * len(values), np.float32)
+
+
+def test_signal_cusum_by_hand() -> None:
+    x = [0.0, 1.0, 3.0, 6.0]
+    # differences 1, 2, 3 less a drift of 0.5: S = 0.5, 2.0, 4.5
+    assert signal_cusum(x, 1, 0.5) == 4.5
+    # second differences 1, 1: S = 0.5, 1.0
+    assert signal_cusum(x, 1, 0.5, order=2) == 1.0
+    # falling: the rises are forgiven, S stays 0
+    assert signal_cusum(x, -1, 0.0) == 0.0
+    assert signal_cusum([2.0, 1.0, 0.5], -1, 0.0) == 1.5
+    assert signal_cusum([1.0], 1, 0.0) == 0.0
+
+
+def test_a_signal_cusum_stops_on_its_signal_only() -> None:
+    det = SignalCusum("entropy", threshold=1.0)  # entropy: the hacking direction is a fall
+    assert det.obs_fields == ("entropy",) and det.direction == -1
+    assert det.act({"entropy": _window([3.0, 2.5, 2.2])}) == 0  # S = 0.8
+    assert det.act({"entropy": _window([3.0, 2.5, 1.9])}) == 1  # S = 1.1
+    assert det.act({"entropy": _window([])}) == 0  # a job without the signal
+    with pytest.raises(KeyError, match=r"'entropy'.*obs_fields"):
+        det.act({"evals": _window([0.1])})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"signal": "gold", "threshold": 1.0}, "signal"),
+        ({"signal": "proxy", "threshold": 1.0}, "signal"),  # hidden: the observable is "reward"
+        ({"signal": "kl", "threshold": 0.0}, "threshold"),
+        ({"signal": "kl", "threshold": 1.0, "drift": -1.0}, "drift"),
+        ({"signal": "kl", "threshold": 1.0, "order": 3}, "order"),
+        ({"signal": "kl", "threshold": 1.0, "direction": 0}, "direction"),
+    ],
+)
+def test_bad_detector_arguments_name_the_field(kwargs, field) -> None:
+    with pytest.raises(ConfigError, match=f"^{field}="):
+        SignalCusum(**kwargs)
+
+
+def test_any_of_fires_when_one_member_does_and_unites_their_fields() -> None:
+    kl, ent = SignalCusum("kl", 0.5), SignalCusum("entropy", 0.5)
+    both = AnyOf([Cusum(threshold=0.1), kl, ent])
+    assert both.obs_fields == ("kl", "entropy")
+    quiet = {"evals": _window([0.5, 0.6]), "kl": _window([0.0, 0.1]), "entropy": _window([2, 2])}
+    assert both.act(quiet) == 0
+    assert both.act({**quiet, "kl": _window([0.0, 0.9])}) == 1
+    with pytest.raises(ConfigError, match="detectors"):
+        AnyOf([])
+
+
+def test_the_learned_detector_fits_pickles_and_skips_jobs_without_signals() -> None:
+    rng = np.random.default_rng(0)
+    runs, past = [], []
+    for hacking in [True, False] * 6:
+        slope = 0.3 if hacking else 0.02
+        kl = np.cumsum(np.abs(rng.normal(slope, 0.01, 8)))
+        runs.append(
+            [
+                {"kl": _window(kl[: c + 1], 8), "progress": np.array([(c + 1) / 8], np.float32)}
+                for c in range(8)
+            ]
+        )
+        past.append(np.arange(8) >= 4 if hacking else np.zeros(8, bool))
+    det = LearnedDetector.fit(runs, past, ["kl"], threshold=0.5, name="L")
+    stops = [first_stop(det, r) for r in runs]
+    assert all(s is not None for s in stops[0::2]) and all(s is None for s in stops[1::2])
+    again = pickle.loads(pickle.dumps(det))
+    assert [again.probability(o) for o in runs[0]] == [det.probability(o) for o in runs[0]]
+    empty = {"kl": _window([], 8), "progress": np.array([0.5], np.float32)}
+    assert det.probability(empty) == 0.0 and det.act(empty) == 0
+
+
+def test_run_observations_are_the_envs_rows_for_a_job_on_that_run() -> None:
+    kw = {**suite_task("trl-gao"), "n_jobs": 30, "obs_fields": ["kl", "reward"]}
+    env = gym.make("EvalStop-v0", **kw)
+    obs, _ = env.reset(seed=2)
+    core = env.unwrapped.core
+    compared = 0
+    for _ in range(200):
+        sim, jid, ckpt = core.sim, core.jid, core.ckpt
+        if sim.batch.job_type[jid] == RLHF:
+            k = sim.curves.obs_eval.shape[1]
+            mine = run_observations([sim.curves.signal_runs[jid]], k, ["kl", "reward"])[0]
+            assert set(mine[ckpt - 1]) == set(obs)
+            for f in obs:
+                assert np.array_equal(obs[f], mine[ckpt - 1][f]), f
+            compared += 1
+        obs, _, term, trunc, _ = env.step(0)
+        if term or trunc:
+            break
+    assert compared > 20
+
+
+def test_a_signal_detector_leaves_synthetic_jobs_alone_in_the_env() -> None:
+    kw = {**suite_task("trl-gao"), "n_jobs": 30, "obs_fields": ["kl"]}
+    env = gym.make("EvalStop-v0", **kw)
+    det = SignalCusum("kl", threshold=1e-9)  # fires on any KL rise
+    obs, _ = env.reset(seed=4)
+    core = env.unwrapped.core
+    fired = {True: 0, False: 0}
+    for _ in range(300):
+        rlhf = bool(core.sim.batch.job_type[core.jid] == RLHF)
+        action = det.act(obs)
+        fired[rlhf] += action
+        obs, _, term, trunc, _ = env.step(action)
+        if term or trunc:
+            break
+    assert fired[False] == 0 and fired[True] > 0
+
+
+def test_first_stop_never_stops_at_the_last_checkpoint() -> None:
+    traces = load_corpus(TRL_CORPUS)[:3]
+    obs = run_observations(traces, 20, ["kl"])
+    always = SignalCusum("kl", threshold=1e-300)
+    never = SignalCusum("kl", threshold=1e300)
+    assert all(first_stop(never, o) is None for o in obs)
+    assert all(first_stop(always, o) in range(19) for o in obs)

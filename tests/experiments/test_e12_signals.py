@@ -1,0 +1,91 @@
+"""E12 (which signal warns first): its protocol on the shipped TRL corpus.
+
+Tuned on the train runs of the fixed split only (the test runs can change without
+moving a threshold), measured on the test runs, one row per detector and boundary, the
+section and the CSV; the end-to-end ``reproduce --quick --experiments E12`` is slow.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+
+import pytest
+
+from evalstop_experiments.experiments import TITLES
+from evalstop_experiments.experiments import signals as e12mod
+from evalstop_gym.corpus.packaged import TRL_CORPUS, load_corpus
+from evalstop_gym.corpus.split import split_runs
+from evalstop_gym.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return load_corpus(TRL_CORPUS)
+
+
+@pytest.fixture(scope="module")
+def rows(traces):
+    return e12mod.e12(traces, corpus=TRL_CORPUS, n_boot=50)
+
+
+def test_every_boundary_has_its_detectors(rows) -> None:
+    by = {r["detector"]: r for r in rows}
+    assert {r["boundary"] for r in rows} == {"evals", "signals", "both"}
+    assert {"CUSUM on evals", "CUSUM: KL acceleration", "CUSUM: proxy-reward rise"} <= set(by)
+    assert {"Learned (signals)", "Learned (signals + evals)"} <= set(by)
+    r = by["CUSUM on evals"]
+    assert r["n_train"] == r["n_test"] == 24 and r["k"] == 20
+    assert r["signals"] == "reward,kl" and "entropy" in r["signals_missing"]
+    for r in rows:
+        for key in ("recall", "fpr", "warned_before_peak"):
+            assert 0.0 <= r[key] <= 1.0
+            assert r[f"{key}_lo"] <= r[key] <= r[f"{key}_hi"]
+        assert math.isnan(r["score"]) and r["score_seeds"] == 0  # no seeds: no score
+
+
+def test_thresholds_depend_on_the_train_runs_only(traces, rows) -> None:
+    test = set(split_runs(traces).test)
+    # Reverse every test run's curves: a different corpus on the test side only.
+    changed = [
+        dataclasses.replace(t, eval=t.eval[::-1].copy(), kl=t.kl[::-1].copy())
+        if t.run_id in test
+        else t
+        for t in traces
+    ]
+    again = e12mod.e12(changed, corpus=TRL_CORPUS, n_boot=10)
+    assert [r["params"] for r in again] == [r["params"] for r in rows]
+    assert [r["recall"] for r in again] != [r["recall"] for r in rows]
+
+
+def test_the_section_and_the_csv(rows, tmp_path) -> None:
+    lines = e12mod.section(rows)
+    assert lines[0].startswith("## E12")
+    assert sum(line.startswith("| signals |") for line in lines) >= 3
+    path = e12mod.write_e12(tmp_path, rows)
+    back = list(csv.DictReader(path.open()))
+    assert len(back) == len(rows) and list(back[0]) == list(e12mod.COLUMNS)
+    assert e12mod.section([]) == []
+
+
+def test_e12_is_a_choice_of_reproduce() -> None:
+    assert "E12" in TITLES
+
+
+def test_a_corpus_without_gold_is_refused(traces) -> None:
+    bad = [dataclasses.replace(traces[0], gold=None, label=None), *traces[1:]]
+    with pytest.raises(ConfigError, match="gold and label"):
+        e12mod.e12(bad, corpus="x")
+
+
+@pytest.mark.slow
+def test_reproduce_quick_e12_writes_its_table_and_scores(tmp_path) -> None:
+    from evalstop_cli.main import main
+
+    main(["reproduce", "--quick", "--experiments", "E12", "--out", str(tmp_path)])
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## E12" in report and "| both |" in report
+    back = list(csv.DictReader((tmp_path / "E12.csv").open()))
+    assert all(r["score_seeds"] == str(e12mod.QUICK_SCORE_SEEDS) for r in back)
+    assert all(r["score"] not in ("", "nan") for r in back)
