@@ -53,6 +53,14 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     | `progress` | (1,) | declared progress, checkpoints done / declared | 0 | 1 |
     | `loss` | (2W,) | the same for the training loss (relative to its initial value) | 0 | 10 |
 
+    Opt-in, off by default: the training-side signals a trainer logs (`reward`,
+    `reward_std`, `kl`, `entropy`, `completion_length`, `clip_ratio`; TRL's keys,
+    docs/SIGNALS.md), each a (2W,) window like `evals` (values as logged, clipped
+    to ±1e6; mask 0 for a job whose run did not log it: every synthetic job).  Ask
+    with `obs_fields=["kl", ...]` (signals alone add to every boundary field) on
+    `curves=` a corpus whose every run logged them; they come after the boundary
+    fields in a flat row.
+
     Hidden and never observed (nor in a step's `info`): the hack label, the true
     peak, the true duration, the noise-free curve.
 

@@ -126,3 +126,10 @@ def test_every_signal_name_is_an_allowed_value_of_the_argument() -> None:
 
     assert allowed_values()["obs_fields"] == BOUNDARY_FIELDS + SIGNAL_FIELDS
     assert not set(SIGNAL_FIELDS) & set(HIDDEN_FIELDS)
+
+
+def test_the_signals_snippet_runs() -> None:
+    from readme_snippets import run_snippet
+
+    ns = run_snippet("signals")
+    assert ns["kl_present"].shape == ns["kl_values"].shape
