@@ -39,7 +39,6 @@ import numpy as np
 from baselines import Cusum, EvalStop, NoStop
 from baselines.changepoint import cusum_statistic
 from baselines.signals import (
-    HACKING_DIRECTION,
     AnyOf,
     LearnedDetector,
     SignalCusum,
@@ -53,7 +52,7 @@ from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.envs.tables import observed
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_open
-from evalstop_gym.sim.signals import carried_signals
+from evalstop_gym.sim.signals import SIGNAL_FIELDS, logged_signals, trace_signal
 from evalstop_gym.suite import suite_task
 
 from ..plan import Experiment, Plan, ReproduceOptions
@@ -242,25 +241,27 @@ def fit_learned(
     return Detector(name, boundary, model, tuple(signals), j)
 
 
-def detectors_for(train: Runs, signals: Sequence[str]) -> list[Detector]:
-    """Every detector of E12, tuned on ``train``: evals only, each signal, learned, both."""
+def detectors_for(
+    train: Runs, signals: Sequence[str], common: Sequence[str] | None = None
+) -> list[Detector]:
+    """Every detector of E12, tuned on ``train``: evals only, each signal, learned, both.
+
+    ``signals``: those some run logged (a CUSUM each); ``common``: those every run logged
+    (the learned detectors' inputs; default ``signals``).
+    """
+    common = tuple(signals if common is None else common)
     cusums = tune_cusums(train, signals)
     out = [Detector("EvalStop(k=2)", "evals", EvalStop(2), (), float("nan")), *cusums]
+    if common:
+        out.append(fit_learned(train, common, False, "Learned (signals)"))
     if signals:
-        out.append(fit_learned(train, signals, False, "Learned (signals)"))
         sig = [d for d in cusums if d.boundary == "signals"]
-        best_sig = max(sig, key=lambda d: d.train_j)
-        both = AnyOf([cusums[0].policy, best_sig.policy], name=f"evals or {best_sig.name}")
-        out.append(
-            Detector(
-                f"CUSUM on evals or {best_sig.name}",
-                "both",
-                both,
-                best_sig.obs_fields,
-                float("nan"),
-            )
-        )
-        out.append(fit_learned(train, signals, True, "Learned (signals + evals)"))
+        best = max(sig, key=lambda d: d.train_j)
+        both = AnyOf([cusums[0].policy, best.policy], name=f"evals or {best.name}")
+        name = f"CUSUM on evals or {best.name}"
+        out.append(Detector(name, "both", both, best.obs_fields, float("nan")))
+    if common:
+        out.append(fit_learned(train, common, True, "Learned (signals + evals)"))
     return out
 
 
@@ -393,10 +394,14 @@ def e12(
     base = suite_task(BASE_TASK)
     k = EvalStopConfig.from_kwargs(**base).sim_config.resolved_calibration().evals_per_job
     split = split_runs(traces)
-    signals = carried_signals(traces)
+    signals = logged_signals(traces)
+    common = [s for s in signals if all(trace_signal(t, s) is not None for t in traces)]
+    logged = ", ".join(
+        f"{s} {sum(trace_signal(t, s) is not None for t in traces)}/{len(traces)}" for s in signals
+    )
     train = Runs.of(select(traces, split, "train"), k, signals)
     test = Runs.of(select(traces, split, "test"), k, signals)
-    detectors = detectors_for(train, signals)
+    detectors = detectors_for(train, signals, common)
     rows = [detection_row(d, test, n_boot) for d in detectors]
     scores: dict[str, tuple[float, float, float]] = {}
     task = ""
@@ -408,11 +413,12 @@ def e12(
             if n_jobs is not None:
                 kw["n_jobs"] = n_jobs
             scores = score_rows(detectors, kw, list(score_seeds))
-    missing = [s for s in HACKING_DIRECTION if s not in signals]
+    missing = [s for s in SIGNAL_FIELDS if s not in signals]
     for r in rows:
         r["corpus"] = corpus
         r["signals"] = ",".join(signals)
         r["signals_missing"] = ",".join(missing)
+        r["signals_logged"] = logged
         r["n_train"] = len(train.traces)
         r["k"] = k
         sc = scores.get(r["detector"], (float("nan"),) * 3)
@@ -429,7 +435,7 @@ COLUMNS = (
     "warned_before_peak_lo", "warned_before_peak_hi", "lead_progress", "lead_progress_lo",
     "lead_progress_hi", "lead_ckpt", "lead_ckpt_lo", "lead_ckpt_hi", "score", "score_lo",
     "score_hi", "score_seeds", "n_train", "n_test", "n_hacking", "k", "train_j", "signals",
-    "signals_missing", "score_task", "params",
+    "signals_missing", "signals_logged", "score_task", "params",
 )  # fmt: skip
 
 
@@ -491,8 +497,8 @@ def section(summary: list[dict[str, Any]]) -> list[str]:
         r0 = rs[0]
         lines += [
             f"**{corpus}**: {r0['n_train']} train / {r0['n_test']} test runs "
-            f"({r0['n_hacking']} hacking), {r0['k']} checkpoints; signals: "
-            f"{r0['signals'] or 'none'}"
+            f"({r0['n_hacking']} hacking), {r0['k']} checkpoints; signals (runs that "
+            f"logged them): {r0['signals_logged'] or 'none'}"
             + (f" (not logged: {r0['signals_missing']})" if r0["signals_missing"] else "")
             + f"; score on {r0['score_seeds']} seeds of {r0['score_task'] or '–'}.",
             "",

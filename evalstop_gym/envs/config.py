@@ -91,8 +91,8 @@ class EvalStopConfig:
             It may also name training-side signals (:data:`SIGNAL_FIELDS`: ``reward``,
             ``reward_std``, ``kl``, ``entropy``, ``completion_length``, ``clip_ratio``;
             see docs/SIGNALS.md), which come after the boundary fields; signals alone add
-            to every boundary field.  A signal needs ``curves=`` a corpus whose every run
-            logged it.
+            to every boundary field.  A signal needs ``curves=`` a corpus some of whose
+            runs logged it (a job on a run without it sees it absent).
         reward: ``"utility"`` (default: delivered quality minus a price on
             GPU-hours) or ``"system"`` (time in system plus quality).
         reward_timing: ``"dense"`` (default: the utility paid decision by

@@ -58,8 +58,8 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     docs/SIGNALS.md), each a (2W,) window like `evals` (values as logged, clipped
     to ±1e6; mask 0 for a job whose run did not log it: every synthetic job).  Ask
     with `obs_fields=["kl", ...]` (signals alone add to every boundary field) on
-    `curves=` a corpus whose every run logged them; they come after the boundary
-    fields in a flat row.
+    `curves=` a corpus whose runs logged them (a job on a run that did not sees it
+    absent); they come after the boundary fields in a flat row.
 
     Hidden and never observed (nor in a step's `info`): the hack label, the true
     peak, the true duration, the noise-free curve.

@@ -8,8 +8,9 @@ them out; a stopper may ask for them with ``obs_fields`` (off by default).
 
 Only real runs carry them: an RLHF job on a corpus run (``SimConfig(curves=...)``)
 shows the signals its run logged, resampled onto the job's checkpoints as its evals
-are; a synthetic job (LoRA, DPO, or any job without a corpus) has none, and its
-observation marks them absent.  The hidden state stays hidden: the synthetic
+are; a job on a run that did not log one (TRL logs no KL at ``beta=0``) and a synthetic
+job (LoRA, DPO, or any job without a corpus) have none, and their observation marks
+them absent.  The hidden state stays hidden: the synthetic
 simulator's ``proxy`` curve, the gold curve, labels and durations are not signals.
 
 The simulator records which run each RLHF job replays (:func:`attach_signals`, one
@@ -70,36 +71,35 @@ def trace_signal(trace: CurveTrace, name: str) -> np.ndarray | None:
 
 
 def resample_signal(trace: CurveTrace, name: str, k: int) -> np.ndarray:
-    """Signal ``name`` of ``trace`` at ``k`` checkpoints of progress ``i / k``.
+    """Signal ``name`` of ``trace`` at ``k`` checkpoints of progress ``i / k`` (NaN: not logged).
 
     The same linear interpolation in progress (``step / last step``) as the run's eval and
     loss (:func:`~evalstop_gym.corpus.resample`).
     """
     series = trace_signal(trace, name)
-    assert series is not None
+    if series is None:
+        return np.full(k, np.nan)
     x = trace.step.astype(np.float64) / float(trace.step[-1])
     return np.interp(np.arange(1, k + 1, dtype=np.float64) / k, x, series)
 
 
 def signal_rows(curves: Curves, name: str, rows: slice) -> np.ndarray:
-    """(m, K) float64: signal ``name`` of the jobs ``rows``; NaN for a job without a run."""
+    """(m, K) float64: signal ``name`` of the jobs ``rows``; NaN where a job's run has none."""
     n, k = curves.obs_eval[rows].shape
     out = np.full((n, k), np.nan)
     runs = curves.signal_runs
     if runs is None:
         return out
     for i, trace in enumerate(runs[rows]):
-        if trace is not None:
+        if trace is not None and trace_signal(trace, name) is not None:
             out[i] = resample_signal(trace, name, k)
     return out
 
 
-def carried_signals(traces: Iterable[CurveTrace]) -> tuple[str, ...]:
-    """The signals every one of ``traces`` carries, in :data:`SIGNAL_FIELDS` order."""
+def logged_signals(traces: Iterable[CurveTrace]) -> tuple[str, ...]:
+    """The signals at least one of ``traces`` logged, in :data:`SIGNAL_FIELDS` order."""
     traces = list(traces)
-    return tuple(
-        s for s in SIGNAL_FIELDS if traces and all(trace_signal(t, s) is not None for t in traces)
-    )
+    return tuple(s for s in SIGNAL_FIELDS if any(trace_signal(t, s) is not None for t in traces))
 
 
 def check_signal_fields(
@@ -107,11 +107,11 @@ def check_signal_fields(
     curves: str | os.PathLike[str] | None,
     traces: Iterable[CurveTrace] = (),
 ) -> None:
-    """Refuse a signal in ``fields`` that the episode's curves do not carry (ConfigError).
+    """Refuse a signal in ``fields`` that no run of the episode's curves logged (ConfigError).
 
     ``curves``: the corpus path of ``SimConfig(curves=...)`` (None: synthetic curves,
-    which carry no signal); ``traces``: its runs.  Every run must carry the signal, so
-    that every RLHF job shows it.
+    which carry no signal); ``traces``: its runs.  A signal some runs logged is allowed:
+    a job on a run without it sees it absent (mask 0), as a synthetic job does.
     """
     wanted = [f for f in fields if f in SIGNAL_FIELDS]
     if not wanted:
@@ -123,12 +123,12 @@ def check_signal_fields(
             "a boundary field: synthetic curves log no training-side signal "
             "(signals need curves=PATH, a corpus of real runs that logged them)",
         )
-    carried = carried_signals(traces)
+    logged = logged_signals(traces)
     for f in wanted:
-        if f not in carried:
+        if f not in logged:
             raise ConfigError(
                 "obs_fields",
                 f,
-                f"a boundary field or a signal every run of {os.fspath(curves)} logged "
-                f"({', '.join(carried) or 'none'})",
+                f"a boundary field or a signal some run of {os.fspath(curves)} logged "
+                f"({', '.join(logged) or 'none'})",
             )

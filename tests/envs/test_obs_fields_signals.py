@@ -107,18 +107,27 @@ def test_no_hidden_field_can_be_asked_for(field) -> None:
         gym.make("EvalStop-v0", **SMALL, obs_fields=["evals", field])
 
 
-def test_a_signal_the_curves_do_not_carry_is_refused_in_one_line(tmp_path) -> None:
+def test_a_signal_no_run_logged_is_refused_in_one_line(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"obs_fields='kl'.*synthetic curves") as err:
         gym.make("EvalStop-v0", n_jobs=10, obs_fields=["kl"])
     assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match=r"obs_fields='entropy'.*logged \(reward, kl\)"):
+    with pytest.raises(ConfigError, match=r"obs_fields='entropy'.*some run.*\(reward, kl\)"):
         gym.make("EvalStop-v0", **SMALL, obs_fields=["entropy"])
-    # One run without KL: no job may be left without it, so the corpus cannot offer it.
+    # Runs without KL (TRL logs none at beta=0): their jobs see it absent, the others
+    # see it; a corpus none of whose runs logged it cannot offer it.
     traces = read_traces(CORPUS)
-    traces[0] = dataclasses.replace(traces[0], kl=None)
+    hacking = [i for i, t in enumerate(traces) if t.label]
+    for i in hacking:
+        traces[i] = dataclasses.replace(traces[i], kl=None)
     write_traces(traces, tmp_path / "c.jsonl")
-    with pytest.raises(ConfigError, match=r"obs_fields='kl'.*logged \(reward\)"):
-        gym.make("EvalStop-v0", curves=str(tmp_path / "c.jsonl"), obs_fields=["kl"])
+    seen = {True: 0, False: 0}
+    for obs in _episode(1, curves=str(tmp_path / "c.jsonl"), n_jobs=24, obs_fields=["kl"]):
+        if obs["job_type"][RLHF] == 1 and obs["evals"][-1] == 1:
+            seen[bool(obs["kl"][-1] == 1)] += 1
+    assert seen[True] > 0 and seen[False] > 0
+    write_traces([dataclasses.replace(t, kl=None) for t in traces], tmp_path / "none.jsonl")
+    with pytest.raises(ConfigError, match=r"obs_fields='kl'.*some run of .* logged \(reward\)"):
+        gym.make("EvalStop-v0", curves=str(tmp_path / "none.jsonl"), obs_fields=["kl"])
 
 
 def test_every_signal_name_is_an_allowed_value_of_the_argument() -> None:
