@@ -89,3 +89,13 @@ def test_reproduce_quick_e12_writes_its_table_and_scores(tmp_path) -> None:
     back = list(csv.DictReader((tmp_path / "E12.csv").open()))
     assert all(r["score_seeds"] == str(e12mod.QUICK_SCORE_SEEDS) for r in back)
     assert all(r["score"] not in ("", "nan") for r in back)
+
+
+def test_a_signal_some_runs_lack_gets_its_cusum_but_feeds_no_learned_model(traces) -> None:
+    # As in a corpus with beta=0 runs, whose TRL logs carry no KL.
+    cut = [dataclasses.replace(t, kl=None) if i % 3 == 0 else t for i, t in enumerate(traces)]
+    rows = e12mod.e12(cut, corpus="mixed", n_boot=10)
+    by = {r["detector"]: r for r in rows}
+    assert "CUSUM: KL acceleration" in by
+    assert "'kl'" not in by["Learned (signals)"]["params"]
+    assert by["Learned (signals)"]["signals_logged"] == "reward 48/48, kl 32/48"
