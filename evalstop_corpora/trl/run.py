@@ -44,12 +44,15 @@ from evalstop_gym.corpus.format import CurveTrace
 from evalstop_gym.corpus.loaders import load_trl_trainer_state
 
 #: Keys of :func:`load_trl_trainer_state` that read a run's ``trainer_state.json``.
-LOADER_KEYS: dict[str, str] = {
+LOADER_KEYS: dict[str, Any] = {
     "eval_key": "eval_reward",
     "loss_key": "loss",
     "proxy_key": "eval_proxy",
     "kl_key": "eval_kl",
     "gold_key": "eval_gold",
+    # The packaged corpus was built without the per-step signals (entropy, clip
+    # ratio, ...): reading none keeps its regeneration byte for byte.
+    "signal_keys": {},
 }
 
 
