@@ -432,16 +432,18 @@ class BayesStopper:
         for j in range(1, f):
             np.maximum(best[j - 1], y[j - 1], out=best[j])
         # The delivered checkpoint after future eval j: the last one that beat every
-        # earlier eval strictly (ties keep the earlier), as a flat index into scores.
-        at = np.where(y > best, pick[:f], column)
+        # earlier eval strictly (ties keep the earlier), as a flat index into scores;
+        # laid out (j, hypothesis, s), so that the gather below is contiguous and the
+        # sum over the draws runs over rows of FUTURES, in the order (and with the
+        # rounding) of ``q.sum(axis=1)`` on a (hypotheses, FUTURES) block.
+        better = np.greater(y.transpose(0, 2, 1), best.transpose(0, 2, 1))
+        at = np.where(better, pick[:f], column)
         for j in range(1, f):
             np.maximum(at[j - 1], at[j], out=at[j])
         scores = np.empty((f + 1, h))
         scores[0] = mean[:, b]
         scores[1:] = mu
-        # Gathered as (j, hypothesis, s): the sum over the draws runs over contiguous
-        # rows of FUTURES, in the order (and with the rounding) of ``q.sum(axis=1)``.
-        q = scores.ravel().take(at.transpose(0, 2, 1))
+        q = scores.ravel().take(at)
         out = np.empty((h, f + 1))
         out[:, 0] = mean[:, b]
         out[:, 1:] = q.sum(axis=2).T
@@ -453,19 +455,20 @@ class BayesStopper:
     def _future_tables(self, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The look-ahead's constant arrays for ``h`` hypotheses, built once per size.
 
-        The draws laid out (K, FUTURES, h), each future eval's flat index into the
-        (checkpoint, hypothesis) score table, and the index of checkpoint b's row.
+        The draws laid out (K, FUTURES, h); each future eval's flat index into the
+        (checkpoint, hypothesis) score table, laid out (K, h, FUTURES); and the
+        index of checkpoint b's row of each hypothesis, (h, 1).
         """
         tables = self._tables.get(h)
         if tables is None:
             noise = np.ascontiguousarray(
                 np.broadcast_to(self._noise[:, :, None], (self.k, FUTURES, h))
             )
-            column = np.arange(h)
+            column = np.arange(h)[:, None]
             pick = np.ascontiguousarray(
                 np.broadcast_to(
-                    (np.arange(1, self.k + 1)[:, None] * h + column)[:, None, :],
-                    (self.k, FUTURES, h),
+                    (np.arange(1, self.k + 1)[:, None, None] * h + column),
+                    (self.k, h, FUTURES),
                 )
             )
             tables = self._tables[h] = (noise, pick, column)
