@@ -312,15 +312,15 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         elif self._demoted_shown:
             slots[3] = 0.0
             self._demoted_shown = False
-        keys, done, type_col = self._keys, sim.checkpoint_counts, self._type_col
+        keys, done, type_col = self._keys, sim.checkpoints_done, self._type_col
         gpus_of, type_of, gpus = self._job_gpus, self._job_types, slots[4]
         # A slot's key is (job, checkpoints shown); only slots whose key changed are
         # rewritten.  The epoch's other jobs report their checkpoint at this very
         # instant (the engine pops their events one decision at a time): one more.
         if k <= 1:
-            new = [(jid << 20) | done[jid] for jid in order]
+            new = [(jid << 20) | done(jid) for jid in order]
         else:
-            new = [(jid << 20) | (done[jid] + (0 < s < k)) for s, jid in enumerate(order)]
+            new = [(jid << 20) | (done(jid) + (0 < s < k)) for s, jid in enumerate(order)]
         changed = [s for s, (was, key) in enumerate(zip(keys, new)) if was != key]
         for slot in changed:
             key = new[slot]

@@ -350,15 +350,6 @@ class Simulator(JobQueues, Deprioritization):
         """Eval checkpoints job ``jid`` has reported so far."""
         return self._ckpt[jid]
 
-    @property
-    def checkpoint_counts(self) -> list[int]:
-        """Eval checkpoints every job has reported so far, by job id (the live list: read only).
-
-        For callers that read many jobs' counts per step (the cluster env): one
-        list index each instead of a :meth:`checkpoints_done` call.
-        """
-        return self._ckpt
-
     def delivered_checkpoint(self, jid: int) -> int:
         """Index of the checkpoint job ``jid`` delivers (best observed if stopped or deliver=best)."""
         if self._stopped[jid] or self.deliver_best:

@@ -50,7 +50,6 @@ def _check_episode(sim: Simulator, rng: np.random.Generator, demote: bool) -> in
     while sim.next_decision() is not None:
         assert sim.simultaneous_checkpoints() == reference_simultaneous(sim)
         assert sim.jobs_in_system() == reference_in_system(sim)
-        assert sim.checkpoint_counts is sim._ckpt
         sim.decide(int(rng.choice(3, p=p)))
         decisions += 1
     assert sim.simultaneous_checkpoints() == reference_simultaneous(sim) == []
