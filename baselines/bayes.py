@@ -295,6 +295,7 @@ class BayesStopper:
         self.k = cal.evals_per_job
         self.sigma = sigma
         self._noise = sigma * np.random.default_rng(0).standard_normal((self.k, FUTURES))
+        self._tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.deliver_best = deliver == "best"
         self.name = "Bayes"
         p = np.arange(1, self.k + 1) / self.k
@@ -400,7 +401,8 @@ class BayesStopper:
         w, mean = self.posterior(job_type, evals)
         # The few hypotheses that carry the posterior decide; the rest cannot move it.
         top = np.argsort(w)[-TOP_HYPOTHESES:]
-        w, mean = w[top] / w[top].sum(), mean[top]
+        w_top = w[top]
+        w, mean = w_top / w_top.sum(), mean[top]
         b = int(np.argmax(evals))
         ramp = self._ramp[job_type][: self.k - n + 1]
         # Without noise the delivered score is the running max of the mean curve, an
@@ -419,22 +421,58 @@ class BayesStopper:
         simulated (common standard-normal draws, the task's sigma) around each
         hypothesis's mean curve; the true score of a checkpoint is its mean.
         """
-        f = self.k - n
-        mu = mean[:, n:]  # (h, f)
-        out = np.empty((mean.shape[0], f + 1))
+        f, h = self.k - n, mean.shape[0]
+        noise, pick, column = self._future_tables(h)
+        mu = mean[:, n:].T  # (f, h)
+        # Laid out (future eval j, draw s, hypothesis): every step below is one call over
+        # contiguous blocks; the floats are those of a loop over j on (h, FUTURES) blocks.
+        y = np.add(mu[:, None, :], noise[:f])
+        best = np.empty((f, FUTURES, h))  # the best observed eval before future eval j
+        best[0] = y_best
+        for j in range(1, f):
+            np.maximum(best[j - 1], y[j - 1], out=best[j])
+        # The delivered checkpoint after future eval j: the last one that beat every
+        # earlier eval strictly (ties keep the earlier), as a flat index into scores;
+        # laid out (j, hypothesis, s), so that the gather below is contiguous and the
+        # sum over the draws runs over rows of FUTURES, in the order (and with the
+        # rounding) of ``q.sum(axis=1)`` on a (hypotheses, FUTURES) block.
+        better = np.greater(y.transpose(0, 2, 1), best.transpose(0, 2, 1))
+        at = np.where(better, pick[:f], column)
+        for j in range(1, f):
+            np.maximum(at[j - 1], at[j], out=at[j])
+        scores = np.empty((f + 1, h))
+        scores[0] = mean[:, b]
+        scores[1:] = mu
+        q = scores.ravel().take(at)
+        out = np.empty((h, f + 1))
         out[:, 0] = mean[:, b]
-        best = np.full((mean.shape[0], FUTURES), y_best)
-        q = np.repeat(mean[:, b : b + 1], FUTURES, axis=1)
-        for j in range(f):
-            y = mu[:, j : j + 1] + self._noise[j]
-            better = y > best
-            np.maximum(best, y, out=best)
-            np.copyto(q, mu[:, j : j + 1], where=better)
-            out[:, j + 1] = q.sum(axis=1)
+        out[:, 1:] = q.sum(axis=2).T
         out[:, 1:] /= FUTURES
         if not self.deliver_best:
             out[:, -1] = mean[:, -1]  # a completed job delivers its final checkpoint
         return out
+
+    def _future_tables(self, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The look-ahead's constant arrays for ``h`` hypotheses, built once per size.
+
+        The draws laid out (K, FUTURES, h); each future eval's flat index into the
+        (checkpoint, hypothesis) score table, laid out (K, h, FUTURES); and the
+        index of checkpoint b's row of each hypothesis, (h, 1).
+        """
+        tables = self._tables.get(h)
+        if tables is None:
+            noise = np.ascontiguousarray(
+                np.broadcast_to(self._noise[:, :, None], (self.k, FUTURES, h))
+            )
+            column = np.arange(h)[:, None]
+            pick = np.ascontiguousarray(
+                np.broadcast_to(
+                    (np.arange(1, self.k + 1)[:, None, None] * h + column),
+                    (self.k, h, FUTURES),
+                )
+            )
+            tables = self._tables[h] = (noise, pick, column)
+        return tables
 
     def act(self, obs: Obs) -> int:
         """0 continue, 1 stop, from the env's observation (needs ``eval_window = K``)."""

@@ -162,6 +162,10 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._cuts = [("free_gpus", 0, 1), ("queue_length", 1, 2)] + [
             (f, 2 + i * n, 2 + (i + 1) * n) for i, f in enumerate(SLOT_FIELDS)
         ]
+        self._cut_keys = [key for key, _, _ in self._cuts]
+        self._cut_slices = [slice(a, b) for _, a, b in self._cuts]
+        self._field_keys = [f for f, _ in self._field_slices]
+        self._field_index = [(slice(None), s) for _, s in self._field_slices]
         self._job_gpus: list[int] = []
         self._job_types: list[int] = []
         # (One array, its parts cut out at each step: views kept as attributes would not
@@ -275,12 +279,18 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             return self._views(buf.copy())
         running, waiting = sim.jobs_in_system()
         epoch = self._epoch
+        order = None
         if len(epoch) == 1:
             first = epoch[0]
-            order = [first, *(j for j in running if j != first), *waiting]
-        else:
+            try:  # a deciding job is running: the order is it, then the others
+                i = running.index(first)
+            except ValueError:
+                pass
+            else:
+                order = [first, *running[:i], *running[i + 1 :], *waiting]
+        if order is None:
             deciding = set(epoch)
-            order = [*epoch, *(j for j in running if j not in deciding), *waiting]
+            order = [*epoch, *[j for j in running if j not in deciding], *waiting]
         del order[n:]
         m, k = len(order), min(len(epoch), n)
         slots = buf[2 : self._rows_at].reshape(len(SLOT_FIELDS), n)
@@ -288,12 +298,13 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         buf[0], buf[1] = sim.free, len(waiting)
         # present, decide, running: each a prefix of ones (deciding jobs run, and come first)
         counts = (m, k, min(len(running), m))
-        for i, (c, was) in enumerate(zip(counts, self._counts)):
-            if c > was:
-                slots[i, was:c] = 1.0
-            elif c < was:
-                slots[i, c:was] = 0.0
-        self._counts = counts
+        if counts != self._counts:
+            for i, (c, was) in enumerate(zip(counts, self._counts)):
+                if c > was:
+                    slots[i, was:c] = 1.0
+                elif c < was:
+                    slots[i, c:was] = 0.0
+            self._counts = counts
         if sim.demoted:
             slots[3, :m] = [jid in sim.demoted for jid in order]
             slots[3, m:] = 0.0
@@ -303,13 +314,17 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             self._demoted_shown = False
         keys, done, type_col = self._keys, sim.checkpoints_done, self._type_col
         gpus_of, type_of, gpus = self._job_gpus, self._job_types, slots[4]
-        for slot, jid in enumerate(order):
-            # The epoch's other jobs report their checkpoint at this very instant; the
-            # engine pops their events one decision at a time.
-            ckpt = done(jid) + (0 < slot < k)
-            key = (jid << 20) | ckpt
-            if keys[slot] == key:
-                continue
+        # A slot's key is (job, checkpoints shown); only slots whose key changed are
+        # rewritten.  The epoch's other jobs report their checkpoint at this very
+        # instant (the engine pops their events one decision at a time): one more.
+        if k <= 1:
+            new = [(jid << 20) | done(jid) for jid in order]
+        else:
+            new = [(jid << 20) | (done(jid) + (0 < s < k)) for s, jid in enumerate(order)]
+        changed = [s for s, (was, key) in enumerate(zip(keys, new)) if was != key]
+        for slot in changed:
+            key = new[slot]
+            jid, ckpt = key >> 20, key & 0xFFFFF
             if keys[slot] >> 20 != jid:
                 gpus[slot] = gpus_of[jid]
             keys[slot] = key
@@ -336,10 +351,9 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def _views(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         """The observation dict over a flat buffer laid out as ``self._buf``."""
-        obs = {key: flat[a:b] for key, a, b in self._cuts}
+        obs = dict(zip(self._cut_keys, map(flat.__getitem__, self._cut_slices)))
         rows = flat[self._rows_at :].reshape(self.max_jobs, -1)
-        for f, s in self._field_slices:
-            obs[f] = rows[:, s]
+        obs.update(zip(self._field_keys, map(rows.__getitem__, self._field_index)))
         self._obs = obs
         return obs
 
@@ -361,13 +375,12 @@ def per_job_actions(
     ``EvalStop-v0`` fields (exactly the observation ``EvalStop-v0`` shows for
     the job), so scripted policies run unchanged: ``per_job_actions(obs, policy.act)``.
     """
-    decide = obs["decide"].tolist()
+    decide = obs["decide"]
     out = np.zeros(len(decide), dtype=np.int64)
     fields = _job_fields(tuple(obs))
     columns = [obs[f] for f in fields]
-    for slot, d in enumerate(decide):
-        if d > 0.5:
-            out[slot] = int(act(dict(zip(fields, [c[slot] for c in columns]))))
+    for slot in [s for s, d in enumerate(decide.tolist()) if d > 0.5]:
+        out[slot] = int(act(dict(zip(fields, [c[slot] for c in columns]))))
     return out
 
 

@@ -595,26 +595,23 @@ class Simulator(JobQueues, Deprioritization):
         """
         if self._pending < 0:
             return []
+        heap = self._heap
+        # Every queued event is at now or later, and the heap's first is the earliest:
+        # if it is later, no other checkpoint falls at this instant (the usual case).
+        if not heap or heap[0][0] != self.now:
+            return [self._pending]
         now, epochs, ckpt, last = self.now, self._epoch, self._ckpt, self.n_ckpt - 1
         same = sorted(
             (c, jid)
-            for t, c, jid, epoch in self._heap
+            for t, c, jid, epoch in heap
             if t == now and epoch == epochs[jid] and ckpt[jid] < last
         )
         return [self._pending, *(jid for _, jid in same)]
 
     def jobs_in_system(self) -> tuple[list[int], list[int]]:
         """Ids of the running and of the waiting jobs (ascending): what a platform sees."""
-        running: list[int] = []
-        waiting: list[int] = []
-        state_of = self._state
-        for jid in sorted(self._in_system):
-            state = state_of[jid]
-            if state == RUNNING:
-                running.append(jid)
-            elif state == WAITING:
-                waiting.append(jid)
-        return running, waiting
+        ids, state = sorted(self._in_system), self._state
+        return [j for j in ids if state[j] == RUNNING], [j for j in ids if state[j] == WAITING]
 
     def cluster_metrics(self) -> dict[str, float]:
         """Preemptions, paid costs and deprioritisation metrics (:func:`.metrics.cluster_metrics`).

@@ -1,0 +1,95 @@
+"""The Bayes stopper's decisions per CPU second, beside EvalStop's on the same episode.
+
+    python benchmarks/bench_bayes.py [--reps 5]
+
+One 200-job ``hard-0.12`` episode (seed 0), played through ``Simulator.run`` by
+the Bayes stopper, by the same stopper with the look-ahead's first form (a Python
+loop over the future checkpoints, kept here as the reference) and by
+``KDeclineRule(2)``; process CPU time, interleaved rounds (``timing.alternating``),
+min and median.  Prints decisions/s of each and the ratios; the target is
+Bayes >= 0.06x EvalStop's decisions/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+from timing import alternating
+
+from baselines.bayes import FUTURES, BayesStopper
+from evalstop_gym import KDeclineRule, SimConfig, Simulator
+
+TARGET = 0.06
+
+
+class LoopBayes(BayesStopper):
+    """The stopper with the look-ahead written as a loop over future checkpoints."""
+
+    def _delivered(self, mean: np.ndarray, b: int, y_best: float, n: int) -> np.ndarray:
+        f = self.k - n
+        mu = mean[:, n:]
+        out = np.empty((mean.shape[0], f + 1))
+        out[:, 0] = mean[:, b]
+        best = np.full((mean.shape[0], FUTURES), y_best)
+        q = np.repeat(mean[:, b : b + 1], FUTURES, axis=1)
+        for j in range(f):
+            y = mu[:, j : j + 1] + self._noise[j]
+            better = y > best
+            np.maximum(best, y, out=best)
+            np.copyto(q, mu[:, j : j + 1], where=better)
+            out[:, j + 1] = q.sum(axis=1)
+        out[:, 1:] /= FUTURES
+        if not self.deliver_best:
+            out[:, -1] = mean[:, -1]
+        return out
+
+
+def main() -> None:
+    """Time the three stoppers and print decisions/s and the ratios."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    cfg = SimConfig(calibration="hard", eval_noise=0.12, deliver="best")
+    stoppers = {
+        "Bayes": BayesStopper.for_task("hard-0.12"),
+        "Bayes (loop look-ahead)": LoopBayes.for_task("hard-0.12"),
+        "EvalStop(2)": KDeclineRule(2),
+    }
+
+    def play(stopper):
+        def run() -> tuple[float, float]:
+            sim = Simulator(cfg, 0)
+            t0 = time.process_time()
+            m = sim.run(stopper)
+            return m["n_decisions"], time.process_time() - t0
+
+        return run
+
+    res = alternating({name: play(s) for name, s in stoppers.items()}, args.reps)
+    rates = {name: [d / t for d, t in runs] for name, runs in res.items()}
+    for name, r in rates.items():
+        cpu = [t for _, t in res[name]]
+        print(
+            f"{name:24s} {max(r):10,.0f} decisions/s (best), episode CPU min {min(cpu):.3f} s, "
+            f"median {statistics.median(cpu):.3f} s"
+        )
+
+    def ratio(num: str, den: str) -> tuple[float, float]:
+        best = max(rates[num]) / max(rates[den])
+        med = statistics.median(a / b for a, b in zip(rates[num], rates[den]))
+        return best, med
+
+    b, m = ratio("Bayes", "EvalStop(2)")
+    ok = "met" if min(b, m) >= TARGET else "NOT met"
+    print(
+        f"Bayes / EvalStop(2) decisions/s: best {b:.4f}, median {m:.4f} (target >= {TARGET}: {ok})"
+    )
+    b, m = ratio("Bayes", "Bayes (loop look-ahead)")
+    print(f"Bayes / loop look-ahead decisions/s: best {b:.2f}, median {m:.2f}")
+
+
+if __name__ == "__main__":
+    main()
