@@ -377,3 +377,278 @@ EXPERIMENT = Experiment(
     section=section,
     work="generalisation",
 )
+
+
+# ---------------------------------------------------------------------------------------
+# Backward-induction stoppers (baselines.backward): per-task models and one general model
+
+#: The backward-induction models' training seeds: disjoint from the test seeds 0..n-1,
+#: the floors' validation seeds (2000-2011) and PPO's training seed.
+LSM_TRAIN_SEED = 10_000
+#: The general model's training seeds start here (a block of their own).
+GENERAL_TRAIN_SEED = 20_000
+#: Training episodes of a per-task model, and of the general model.
+LSM_EPISODES = 120
+GENERAL_EPISODES = 480
+#: The per-task models E9 trains (one row each).
+LSM_TRAIN_TASKS: tuple[str, ...] = (
+    "hard-0.05",
+    "hard-0.12",
+    "realistic-0.12",
+    "paper-0.12",
+    "grounded-0.08",
+)
+#: The general model's training distribution: regimes, eval noise (log-uniform) and
+#: price factor of each regime's suite price (log-uniform), drawn per episode.
+GENERAL_REGIMES: tuple[str, ...] = ("hard", "realistic", "paper", "grounded")
+GENERAL_NOISE: tuple[float, float] = (0.02, 0.2)
+GENERAL_PRICE_FACTOR: tuple[float, float] = (0.35, 2.8)
+#: Name of the general model in tables, and of its shipped file (``pretrained:general``).
+GENERAL = "general"
+#: The held-out real-run task (its train runs never reach a test seed), when it exists.
+HELDOUT = "trl-heldout"
+
+
+def task_settings(kw: dict[str, Any]) -> dict[str, float]:
+    """The settings a backward-induction model reads: the task's eval noise and price."""
+    return {"eval_noise": float(kw.get("eval_noise") or 0.0), "gpu_hour_price": kw["gpu_hour_price"]}
+
+
+def heldout_kwargs(split: str, factor: float = 1.0) -> dict[str, Any] | None:
+    """The held-out real-run task's env kwargs on ``split`` (None: the task does not exist)."""
+    from evalstop_gym.errors import ConfigError
+    from evalstop_gym.suite import suite_task
+
+    try:
+        kw = suite_task(HELDOUT, split=split)  # type: ignore[call-arg]
+    except (ConfigError, TypeError):
+        return None
+    kw["gpu_hour_price"] = kw["gpu_hour_price"] * factor
+    return kw
+
+
+def lsm_episodes(kw: dict[str, Any], seeds: Sequence[int]) -> list[Any]:
+    """Training episodes of one task (its env kwargs) on ``seeds``."""
+    from baselines.backward import TrainingEpisode
+
+    from ..scoring import episode_arrays
+
+    out = []
+    for s in seeds:
+        ep = episode_arrays(kw, int(s))
+        out.append(TrainingEpisode(ep.arrays, ep.values, task_settings(kw)))
+    return out
+
+
+def general_episodes(n: int = GENERAL_EPISODES, seed: int = GENERAL_TRAIN_SEED) -> list[Any]:
+    """``n`` episodes of the general model's distribution, episode e on seed ``seed + e``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for e in range(n):
+        cal = GENERAL_REGIMES[int(rng.integers(len(GENERAL_REGIMES)))]
+        noise = float(np.exp(rng.uniform(*np.log(GENERAL_NOISE))))
+        factor = float(np.exp(rng.uniform(*np.log(GENERAL_PRICE_FACTOR))))
+        kw = env_kwargs(f"{cal}-{noise:.4f}", factor)
+        out += lsm_episodes(kw, [seed + e])
+    return out
+
+
+def train_lsm(
+    task: str,
+    out: str | Path,
+    *,
+    episodes: int | None = None,
+    seed: int | None = None,
+    factor: float = 1.0,
+) -> dict[str, Any]:
+    """Train a backward-induction model on ``task`` (``"general"``: the distribution); save it.
+
+    Writes ``out`` (``.npz``) and its ``.sha256`` record; returns the model's path, its
+    hash and the training CPU seconds (data and fit).
+    """
+    import time
+
+    from baselines.backward import fit_backward
+    from evalstop_gym.suite import SUITE_PRICE
+
+    t0 = time.process_time()
+    if task == GENERAL:
+        n, s = episodes or GENERAL_EPISODES, GENERAL_TRAIN_SEED if seed is None else seed
+        data = general_episodes(n, s)
+        defaults = {"eval_noise": 0.08, "gpu_hour_price": SUITE_PRICE}
+        tasks = {
+            "regimes": list(GENERAL_REGIMES),
+            "eval_noise": list(GENERAL_NOISE),
+            "price_factor": list(GENERAL_PRICE_FACTOR),
+        }
+    else:
+        n, s = episodes or LSM_EPISODES, LSM_TRAIN_SEED if seed is None else seed
+        kw = heldout_kwargs("train", factor) if task == HELDOUT else env_kwargs(task, factor)
+        if kw is None:
+            raise ValueError(f"task {task!r} is not available")
+        data = lsm_episodes(kw, range(s, s + n))
+        defaults, tasks = task_settings(kw), {"task": task, "price_factor": factor}
+    model = fit_backward(
+        data,
+        grid=max(ep.arrays.k for ep in data),
+        label=f"Backward[{task}]",
+        record={**tasks, "episodes": n, "first_seed": s},
+        default_settings=defaults,
+    )
+    seconds = time.process_time() - t0
+    digest = model.save(out)
+    return {"path": Path(out), "sha256": digest, "cpu_s": seconds, "episodes": n}
+
+
+def cell_kwargs(task: str, factor: float, quick: bool = False) -> dict[str, Any] | None:
+    """A test cell's env kwargs (the held-out task on its test runs; None: no such task)."""
+    if task == HELDOUT:
+        return heldout_kwargs("test", factor)
+    kw = test_kwargs(task, 100, None, quick)
+    kw.pop("n_jobs")  # the suite's own episode size, as E8 plays it
+    kw["gpu_hour_price"] = kw["gpu_hour_price"] * factor
+    return kw
+
+
+def model_settings(kw: dict[str, Any]) -> dict[str, float]:
+    """What a backward-induction model is told of a task: its noise (real runs: the noise
+    the Bayes stopper assumes for a measured eval) and its price."""
+    from baselines.bayes import REAL_CURVE_NOISE
+
+    s = task_settings(kw)
+    if kw.get("curves"):
+        s["eval_noise"] = max(s["eval_noise"], REAL_CURVE_NOISE)
+    return s
+
+
+def reference_runs(
+    kw: dict[str, Any], seeds: Sequence[int], cache: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Per seed: NoStop's and the reference's utilities (and Bayes's on real runs), and the
+    hidden labels of every job (read after the episode, for where the stoppers stop).
+
+    ``cache`` (a dict, e.g. loaded from JSON) keeps them across runs by task and seed.
+    """
+    import json
+
+    import numpy as np
+
+    from baselines.bayes import BayesStopper
+    from baselines.evaluate import play_episode
+    from baselines.policies import NoStop
+
+    key = json.dumps({k: v for k, v in sorted(kw.items())}, default=str)
+    store = cache.setdefault(key, {}) if cache is not None else {}
+    real = reference_for(kw).value == "Oracle"
+    for s in seeds:
+        if str(s) in store:
+            continue
+        row0, rec = play_episode(NoStop(), int(s), kw)
+        ref = reference_stopper(kw)
+        entry = {
+            "u0": row0["utility"],
+            "uref": play(kw, int(s), ref.policy)["utility"],
+            "hacking": rec.hacking.astype(int).tolist(),
+            "peak": np.asarray(rec.peak_progress, dtype=float).tolist(),
+            "job_type": rec.job_type.astype(int).tolist(),
+        }
+        if real:
+            entry["ubayes"] = play(kw, int(s), BayesStopper.from_env_kwargs(kw))["utility"]
+        store[str(s)] = entry
+    return {str(s): store[str(s)] for s in seeds}
+
+
+def _positions(ends: Any, k: int, entry: dict[str, Any]) -> tuple[list[float], int, int]:
+    """(end - true peak of each hacking RLHF run, healthy RLHF runs stopped, healthy RLHF runs)."""
+    import numpy as np
+
+    from evalstop_gym.sim.workloads import RLHF
+
+    hack = np.asarray(entry["hacking"], bool)
+    rlhf = np.asarray(entry["job_type"]) == RLHF
+    frac = np.asarray(ends) / k
+    after = (frac - np.asarray(entry["peak"]))[hack & rlhf].tolist()
+    healthy = rlhf & ~hack
+    return after, int((np.asarray(ends)[healthy] < k).sum()), int(healthy.sum())
+
+
+def lsm_cell_rows(
+    stoppers: dict[str, Any],
+    task: str,
+    factor: float,
+    seeds: Sequence[int],
+    *,
+    cache: dict[str, Any] | None = None,
+    quick: bool = False,
+) -> list[dict[str, Any]]:
+    """One row per stopper on one (task, price) cell: score, CI, the paired difference to the
+    best floor family, where it stops; the best floor's own row first.
+
+    ``stoppers``: name -> a :class:`~baselines.backward.BackwardStopper`, told the cell's
+    settings here.  Their utilities are computed from the episodes' observation arrays
+    (exact for a per-job stopper: a test checks them against played episodes); NoStop and
+    the reference are played (:func:`reference_runs`).
+    """
+    import numpy as np
+
+    from baselines.floors import utilities
+
+    from ..scoring import VALIDATION_SEEDS, best_floor, episode_arrays, tune_floors
+
+    kw = cell_kwargs(task, factor, quick)
+    if kw is None:
+        return []
+    val_kw = heldout_kwargs("train", factor) if task == HELDOUT else kw
+    floor = best_floor(tune_floors(val_kw, VALIDATION_SEEDS))
+    refs = reference_runs(kw, seeds, cache)
+    u0 = np.array([refs[str(s)]["u0"] for s in seeds])
+    uref = np.array([refs[str(s)]["uref"] for s in seeds])
+    settings = model_settings(kw)
+    diffs: dict[str, list[float]] = {}
+    where: dict[str, tuple[list[float], int, int]] = {}
+    for s in seeds:
+        ep = episode_arrays(kw, int(s))
+        k = ep.arrays.k
+        base = float(utilities(np.full((1, ep.values.shape[0]), k), ep.values)[0])
+        ends = {"Best floor": floor.family.ends([floor.policy], ep.arrays)[0]}
+        for name, st in stoppers.items():
+            st.set_settings(settings)
+            ends[name] = st.ends(ep.arrays)
+        for name, e in ends.items():
+            u = float(utilities(np.asarray(e)[None, :], ep.values)[0])
+            diffs.setdefault(name, []).append(u - base)
+            a, h, n = _positions(e, k, refs[str(s)])
+            wa, wh, wn = where.get(name, ([], 0, 0))
+            where[name] = (wa + a, wh + h, wn + n)
+    rows = []
+    u_floor = u0 + np.array(diffs["Best floor"])
+    extra = {}
+    if "ubayes" in refs[str(seeds[0])]:
+        extra["Bayes"] = np.array([refs[str(s)]["ubayes"] for s in seeds])
+    for name in list(diffs) + list(extra):
+        u = extra[name] if name in extra else u0 + np.array(diffs[name])
+        sc = normalised_score(u, u0, uref)
+        vs = paired_diff_ci(u, u_floor)
+        after, stopped, healthy = where.get(name, ([], 0, 0))
+        rows.append(
+            {
+                "experiment": EXPERIMENT_ID,
+                "test": task,
+                "price_factor": factor,
+                "stopper": name if name != "Best floor" else f"Best floor ({floor.family.label})",
+                "reference": reference_for(kw).value,
+                "seeds": len(seeds),
+                "score": sc[0],
+                "score_lo": sc[1],
+                "score_hi": sc[2],
+                "minus_floor": vs[0],
+                "minus_floor_lo": vs[1],
+                "minus_floor_hi": vs[2],
+                "ref_gain_lo": paired_diff_ci(uref, u0)[1],
+                "hack_after_peak_median": float(np.median(after)) if after else float("nan"),
+                "healthy_stopped_share": stopped / healthy if healthy else float("nan"),
+            }
+        )
+    return rows
