@@ -330,11 +330,27 @@ def write_e9(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     return [csv_path, md_path]
 
 
+def _lsm_available() -> bool:
+    """Whether the backward-induction rows can be trained (scikit-learn importable)."""
+    import importlib.util
+
+    return importlib.util.find_spec("sklearn") is not None
+
+
 def section(summary: list[dict[str, Any]]) -> list[str]:
-    """REPORT.md's E9 section (the rows whose experiment is E9)."""
-    rows = [r for r in summary if r.get("experiment") == EXPERIMENT_ID]
-    if not rows:
-        return []
+    """REPORT.md's E9 section (the rows whose experiment is E9, then the backward-induction ones)."""
+    rows = [r for r in summary if r.get("experiment") == EXPERIMENT_ID and "learner" not in r]
+    lsm = [r for r in summary if r.get("experiment") == EXPERIMENT_ID and "learner" in r]
+    out = _ppo_section(rows) if rows else []
+    if lsm:
+        if not out:
+            out = ["## E9 — generalisation of learned stoppers (train × test)", ""]
+        out += ["### Backward-induction stoppers", "", LSM_LEGEND, "", lsm_markdown(lsm)]
+    return out
+
+
+def _ppo_section(rows: list[dict[str, Any]]) -> list[str]:
+    """The PPO grid's part of the E9 section."""
     finite = all(math.isfinite(r["score"]) for r in rows)
     lines = ["## E9 — generalisation of learned stoppers (train × test)", "", legend(rows), ""]
     lines.append(markdown_table(rows))
@@ -350,6 +366,16 @@ def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     (``--no-learned``); ``--train-timesteps`` sets its budget per model too, and a
     micro-RLHF corpus (``--corpus`` or E7's ``OUT/curves``) adds that test task.
     """
+    lsm = _lsm_available()
+    if lsm:
+        lsm_rows = run_lsm_e9(out, quick=opts.quick)
+        lsm_files = write_lsm(out, lsm_rows)
+        plan.report_rows += lsm_rows
+        plan.header["E9-backward"] = (
+            f"backward-induction stoppers across tasks and prices: {lsm_files[1].name}"
+        )
+    else:
+        plan.notes.append("E9's backward-induction rows skipped: scikit-learn is not installed.")
     if not available():
         plan.notes.append("E9 skipped: stable-baselines3 and torch are not installed.")
         return
@@ -388,16 +414,10 @@ LSM_TRAIN_SEED = 10_000
 #: The general model's training seeds start here (a block of their own).
 GENERAL_TRAIN_SEED = 20_000
 #: Training episodes of a per-task model, and of the general model.
-LSM_EPISODES = 120
+LSM_EPISODES = 250
 GENERAL_EPISODES = 480
 #: The per-task models E9 trains (one row each).
-LSM_TRAIN_TASKS: tuple[str, ...] = (
-    "hard-0.05",
-    "hard-0.12",
-    "realistic-0.12",
-    "paper-0.12",
-    "grounded-0.08",
-)
+LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.08")
 #: The general model's training distribution: regimes, eval noise (log-uniform) and
 #: price factor of each regime's suite price (log-uniform), drawn per episode.
 GENERAL_REGIMES: tuple[str, ...] = ("hard", "realistic", "paper", "grounded")
@@ -411,7 +431,10 @@ HELDOUT = "trl-heldout"
 
 def task_settings(kw: dict[str, Any]) -> dict[str, float]:
     """The settings a backward-induction model reads: the task's eval noise and price."""
-    return {"eval_noise": float(kw.get("eval_noise") or 0.0), "gpu_hour_price": kw["gpu_hour_price"]}
+    return {
+        "eval_noise": float(kw.get("eval_noise") or 0.0),
+        "gpu_hour_price": kw["gpu_hour_price"],
+    }
 
 
 def heldout_kwargs(split: str, factor: float = 1.0) -> dict[str, Any] | None:
@@ -652,3 +675,197 @@ def lsm_cell_rows(
             }
         )
     return rows
+
+
+#: The backward-induction matrix's test tasks at 1x (the held-out task joins when it exists).
+LSM_TEST_TASKS: tuple[str, ...] = (
+    "hard-0.05",
+    "hard-0.12",
+    "realistic-0.12",
+    "paper-0.12",
+    "grounded-0.08",
+    "trl-gao",
+)
+#: The general model is scored on every synthetic task at these price factors.
+LSM_PRICES: tuple[float, ...] = (0.5, 1.0, 2.0)
+#: ``--quick``: one per-task model on 4 episodes, the general model on 8, 2 test seeds.
+LSM_QUICK = {"tasks": ("hard-0.05",), "episodes": 4, "general_episodes": 8, "seeds": 2}
+#: The ``learner`` field of the backward-induction rows (E9 rows too; REPORT.md's E9 section
+#: shows them under the PPO grid).
+LSM_LEARNER = "lsm"
+
+
+def run_lsm_e9(
+    out: str | Path,
+    *,
+    quick: bool = False,
+    seeds: int = 30,
+    general: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Train the per-task backward-induction models (and the general one, unless ``general``
+    names a model file), score them: rows of the matrix and of the general model's prices.
+
+    Every row of a cell shares its seeds with the cell's best floor family and its reference.
+    Per-seed NoStop and reference runs are kept in ``OUT/e9_backward/refs.json``.
+    """
+    import json
+
+    from baselines.backward import BackwardStopper
+    from evalstop_gym.fileio import atomic_write as write
+
+    folder = Path(out) / "e9_backward"
+    folder.mkdir(parents=True, exist_ok=True)
+    tasks = LSM_QUICK["tasks"] if quick else LSM_TRAIN_TASKS
+    episodes = LSM_QUICK["episodes"] if quick else None
+    trained: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        if progress is not None:
+            progress(f"E9 training the backward-induction model on {task}")
+        trained[task] = train_lsm(task, folder / f"lsm-{task}.npz", episodes=episodes)
+    if general is None:
+        if progress is not None:
+            progress("E9 training the general backward-induction model")
+        n = LSM_QUICK["general_episodes"] if quick else None
+        trained[GENERAL] = train_lsm(GENERAL, folder / "general.npz", episodes=n)
+        general_path: Path = trained[GENERAL]["path"]
+    else:
+        general_path = Path(general)
+    stoppers = {f"lsm[{t}]": BackwardStopper(r["path"]) for t, r in trained.items() if t != GENERAL}
+    stoppers[f"lsm[{GENERAL}]"] = BackwardStopper(
+        general_path, sha256=None if general is None else _pinned(general_path)
+    )
+    cache_path = folder / "refs.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    test_seeds = list(range(LSM_QUICK["seeds"] if quick else seeds))
+    tests = list(QUICK_TEST_TASKS if quick else LSM_TEST_TASKS)
+    if heldout_kwargs("test") is not None:
+        tests.append(HELDOUT)
+    rows = []
+    cells = [(t, 1.0) for t in tests] + [
+        (t, f) for f in LSM_PRICES if f != 1.0 for t in tests if t in SUITE_SYNTHETIC
+    ]
+    for task, factor in cells:
+        if progress is not None:
+            progress(f"E9 scoring backward-induction stoppers on {task} at {factor:g}x")
+        if cache_path.exists():  # runs sharing the folder add their references to it
+            for key, got in json.loads(cache_path.read_text()).items():
+                cache[key] = {**got, **cache.get(key, {})}
+        chosen = stoppers if factor == 1.0 else {f"lsm[{GENERAL}]": stoppers[f"lsm[{GENERAL}]"]}
+        for r in lsm_cell_rows(chosen, task, factor, test_seeds, cache=cache, quick=quick):
+            r["learner"] = LSM_LEARNER
+            name = r["stopper"].removeprefix("lsm[").removesuffix("]")
+            r["train_cpu_s"] = trained.get(name, {}).get("cpu_s", float("nan"))
+            rows.append(r)
+        write(cache_path, json.dumps(cache))
+    return rows
+
+
+#: The synthetic suite tasks (the general model's price sweep runs on these).
+SUITE_SYNTHETIC: tuple[str, ...] = (
+    "hard-0.05",
+    "hard-0.12",
+    "realistic-0.12",
+    "paper-0.12",
+    "grounded-0.08",
+)
+
+
+def _pinned(path: Path) -> str | None:
+    """The pinned hash of a shipped backward-induction model at ``path`` (None: not shipped)."""
+    from baselines import backward
+
+    name = path.stem
+    if path.resolve() == (backward.PRETRAINED_DIR / f"{name}.npz").resolve():
+        return backward.PRETRAINED.get(name)
+    return None
+
+
+def lsm_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The backward-induction tables: the matrix at 1x, then the general model's prices."""
+    one = [r for r in rows if r["price_factor"] == 1.0]
+    tests = list(dict.fromkeys(r["test"] for r in one))
+    names = list(dict.fromkeys(r["stopper"].split(" (")[0] for r in one))
+    keyed = {(r["stopper"].split(" (")[0], r["test"]): r for r in one}
+    head = ["stopper \\ tested on (1x)"] + [
+        f"{t} ({keyed[(names[0], t)]['reference']})" for t in tests
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for n in names:
+        cells = [n]
+        for t in tests:
+            r = keyed.get((n, t))
+            cells.append(_lsm_cell(r))
+        lines.append("| " + " | ".join(cells) + " |")
+    floors = ", ".join(
+        f"{t}: {keyed[('Best floor', t)]['stopper'][12:-1]}"
+        for t in tests
+        if ("Best floor", t) in keyed
+    )
+    text = "\n".join(lines) + f"\n\nBest floor family per task: {floors}.\n"
+    prices = sorted({r["price_factor"] for r in rows})
+    gen = [r for r in rows if r["stopper"].split(" (")[0] in (f"lsm[{GENERAL}]", "Best floor")]
+    if len(prices) > 1:
+        head = ["task", "stopper"] + [f"{f:g}x" for f in prices]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        by = {(r["test"], r["stopper"].split(" (")[0], r["price_factor"]): r for r in gen}
+        for t in dict.fromkeys(r["test"] for r in gen if r["test"] in SUITE_SYNTHETIC):
+            for n in ("Best floor", f"lsm[{GENERAL}]"):
+                lines.append(
+                    "| "
+                    + " | ".join([t, n] + [_lsm_cell(by.get((t, n, f))) for f in prices])
+                    + " |"
+                )
+        text += (
+            "\nThe general model at each price (n/a: Bayes's gain over NoStop has a CI reaching 0):\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
+    return text
+
+
+def _lsm_cell(r: dict[str, Any] | None) -> str:
+    """score [CI]; minus the best floor [CI]; hacking runs' median end - peak; healthy stopped."""
+    if r is None:
+        return "–"
+    if not r["ref_gain_lo"] > 0:
+        return "n/a"
+    cell = f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]"
+    if not r["stopper"].startswith("Best floor") and r["stopper"] != "Bayes":
+        cell += f" Δfloor {fmt(r['minus_floor'])} [{fmt(r['minus_floor_lo'])}, {fmt(r['minus_floor_hi'])}]"
+    if math.isfinite(r["hack_after_peak_median"]):
+        cell += (
+            f"; +{fmt(r['hack_after_peak_median'])} / {fmt(100 * r['healthy_stopped_share'], 0)} %"
+        )
+    return cell
+
+
+LSM_LEGEND = (
+    "Backward-induction stoppers (`baselines.backward`, Longstaff-Schwartz with scikit-learn's "
+    "HistGradientBoostingRegressor): `lsm[T]` trained on task T alone "
+    f"({LSM_EPISODES} episodes from seed {LSM_TRAIN_SEED}), `lsm[general]` one model over "
+    f"the regimes {', '.join(GENERAL_REGIMES)}, eval noise {GENERAL_NOISE[0]}-{GENERAL_NOISE[1]} "
+    f"and price factors {GENERAL_PRICE_FACTOR[0]}-{GENERAL_PRICE_FACTOR[1]} "
+    f"({GENERAL_EPISODES} episodes from seed {GENERAL_TRAIN_SEED}), told each task's noise "
+    "and price. Each cell: score [95 % CI] against the reference; Δfloor: mean utility minus "
+    "the best floor family's (tuned on the validation seeds) on the same seeds [95 % CI]; then "
+    "the hacking runs' median stop minus true peak (progress) / the share of healthy RLHF "
+    "runs stopped before their end."
+)
+
+
+def write_lsm(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
+    """Write ``OUT/E9_backward.csv`` (every column) and ``OUT/E9_backward.md`` (the tables)."""
+    out = Path(out)
+    csv_path, md_path = out / "E9_backward.csv", out / "E9_backward.md"
+    with atomic_open(csv_path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    seeds = rows[0]["seeds"] if rows else 0
+    atomic_write(
+        md_path,
+        f"# E9: backward-induction stoppers across tasks\n\n{LSM_LEGEND} {seeds} test seeds.\n\n"
+        + lsm_markdown(rows),
+    )
+    return [csv_path, md_path]
