@@ -124,7 +124,9 @@ MAX_DEPTH = 64
 #: Folder of the shipped models (package data), shared with the SB3 models.
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
 #: SHA-256 of each shipped backward-induction model (``<name>.npz``), pinned in the code.
-PRETRAINED: dict[str, str] = {}
+PRETRAINED: dict[str, str] = {
+    "general": "3928be5c3e0863e750526541110489e8e3f86de6a6519bc12d177c89d4be59b6",
+}
 
 
 def member_count(data: bytes, where: str, limit: int) -> int:

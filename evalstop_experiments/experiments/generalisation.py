@@ -414,7 +414,7 @@ LSM_TRAIN_SEED = 10_000
 #: The general model's training seeds start here (a block of their own).
 GENERAL_TRAIN_SEED = 20_000
 #: Training episodes of a per-task model, and of the general model.
-LSM_EPISODES = 250
+LSM_EPISODES = 200
 GENERAL_EPISODES = 480
 #: The per-task models E9 trains (one row each).
 LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.08")
