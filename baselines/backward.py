@@ -529,13 +529,23 @@ class BackwardStopper:
             self.settings[k] = float(v)
 
     def bind_task(self, kw: Mapping[str, Any], price_factor: float = 1.0) -> BackwardStopper:
-        """Read the task settings from env kwargs (``evalstop_gym.suite_task``'s); returns self."""
+        """Read the task settings from env kwargs (``evalstop_gym.suite_task``'s); returns self.
+
+        On real runs (``curves``) the noise is at least the Bayes stopper's assumption for
+        a measured eval (:data:`baselines.bayes.REAL_CURVE_NOISE`).
+        """
         from evalstop_gym.envs.config import EvalStopConfig
 
+        from .bayes import REAL_CURVE_NOISE
+
         config = EvalStopConfig.from_kwargs(**kw)
+        noise = float(config.sim_config.eval_noise or 0.0)
+        if config.sim_config.curves is not None:
+            # A measured eval carries noise of its own: the floor the Bayes stopper assumes.
+            noise = max(noise, REAL_CURVE_NOISE)
         self.set_settings(
             {
-                "eval_noise": float(config.sim_config.eval_noise or 0.0),
+                "eval_noise": noise,
                 "gpu_hour_price": float(config.gpu_hour_price) * price_factor,
             }
         )

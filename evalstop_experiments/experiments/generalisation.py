@@ -869,3 +869,46 @@ def write_lsm(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
         + lsm_markdown(rows),
     )
     return [csv_path, md_path]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Score the backward-induction models on tasks, e.g. the held-out real-run task.
+
+    ``python -m evalstop_experiments.experiments.generalisation --tasks trl-heldout``
+    scores ``pretrained:general`` (and every ``lsm-<task>.npz`` with its record in
+    ``--models``) beside the task's best floor family; writes ``OUT/E9_backward.*``.
+    """
+    import argparse
+
+    from baselines.backward import BackwardStopper
+
+    ap = argparse.ArgumentParser(prog="python -m evalstop_experiments.experiments.generalisation")
+    ap.add_argument("--tasks", default=HELDOUT, help="comma-separated tasks (default trl-heldout)")
+    ap.add_argument("--seeds", type=int, default=30, help="test seeds 0..n-1 (default 30)")
+    ap.add_argument("--price-factor", type=float, default=1.0)
+    ap.add_argument("--models", default=None, help="a folder of lsm-<task>.npz models to add")
+    ap.add_argument("--out", default="results-e9-backward")
+    args = ap.parse_args(argv)
+    stoppers: dict[str, Any] = {
+        f"lsm[{GENERAL}]": BackwardStopper.pretrained(GENERAL, label=f"lsm[{GENERAL}]")
+    }
+    for path in sorted(Path(args.models).glob("lsm-*.npz")) if args.models else []:
+        stoppers[f"lsm[{path.stem[4:]}]"] = BackwardStopper(path)
+    rows = []
+    for task in args.tasks.split(","):
+        rows += lsm_cell_rows(stoppers, task, args.price_factor, list(range(args.seeds)))
+    if not rows:
+        print(f"no rows: none of {args.tasks} exists")
+        return 1
+    for r in rows:
+        r["learner"] = LSM_LEARNER
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in write_lsm(out, rows):
+        print(f"wrote {path}")
+    print(lsm_markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
