@@ -841,7 +841,7 @@ def _lsm_cell(r: dict[str, Any] | None) -> str:
         cell += f" Δfloor {fmt(r['minus_floor'])} [{fmt(r['minus_floor_lo'])}, {fmt(r['minus_floor_hi'])}]"
     if math.isfinite(r["hack_after_peak_median"]):
         cell += (
-            f"; +{fmt(r['hack_after_peak_median'])} / {fmt(100 * r['healthy_stopped_share'], 0)} %"
+            f"; {r['hack_after_peak_median']:+.2f} / {fmt(100 * r['healthy_stopped_share'], 0)} %"
         )
     return cell
 
