@@ -12,7 +12,6 @@ import importlib
 import io
 import json
 import math
-import struct
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,11 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from evalstop_gym.errors import ConfigError, EvalStopError
+from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import MAX_MODEL_BYTES, read_regular, read_verified
+
+from . import backward
+from .backward import ModelFileError, member_count
 
 META_NAME = "evalstop_gym.json"
 
@@ -33,10 +35,6 @@ MAX_META_BYTES = 4 * 2**20
 MAX_MEMBER_BYTES = 512 * 2**20
 #: The largest observation field a model may declare (values per field).
 MAX_FIELD_SIZE = 2**16
-
-
-class ModelFileError(EvalStopError):
-    """A model file that is not a readable evalstop-gym model (its zip or its metadata)."""
 
 
 #: Folder of the shipped models (package data): ``<name>.zip`` and its ``.sha256`` record.
@@ -55,21 +53,6 @@ def _model_path(path: str | Path) -> Path:
     return p
 
 
-def _member_count(data: bytes, where: str) -> int:
-    """The entry count of the zip's end-of-central-directory record, before zipfile parses it."""
-    # The record is the last 22 bytes plus a comment of at most 65535 bytes.
-    at = data.rfind(b"PK\x05\x06", max(0, len(data) - 22 - 65535))
-    if at < 0 or len(data) - at < 22:
-        raise ModelFileError(f"{where} is not an evalstop-gym model file: not a zip file")
-    disk_entries, total = struct.unpack_from("<HH", data, at + 8)
-    if total == 0xFFFF or disk_entries == 0xFFFF:  # ZIP64: never written for a model
-        raise ModelFileError(
-            f"{where} is not an evalstop-gym model file: a ZIP64 archive "
-            f"(a model zip holds at most {MAX_MEMBERS} members)"
-        )
-    return total
-
-
 def meta_from_bytes(data: bytes, where: str = "model file") -> dict[str, Any]:
     """The checked metadata of the model zip whose bytes are ``data`` (``where`` names it).
 
@@ -82,9 +65,7 @@ def meta_from_bytes(data: bytes, where: str = "model file") -> dict[str, Any]:
             without the fields a model needs.
     """
     bad = f"{where} is not an evalstop-gym model file (an SB3 zip with {META_NAME})"
-    n = _member_count(data, where)
-    if n > MAX_MEMBERS:
-        raise ModelFileError(f"{bad}: {n} members, at most {MAX_MEMBERS} allowed")
+    member_count(data, where, MAX_MEMBERS)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             infos = zf.infolist()
@@ -263,6 +244,19 @@ class Learned:
         label: Name in tables (default: ``Learned-<algo>[<fields>]``).
     """
 
+    def __new__(cls, path: str | Path, *args: Any, **kwargs: Any) -> Any:
+        """A backward-induction ``.npz`` is loaded as its own stopper class (same trust rules).
+
+        So every place that builds ``Learned(path)`` (a benchmark cell, ``model:PATH``)
+        plays either kind of model file.
+        """
+        if cls is Learned and is_backward_file(path):
+            label = kwargs.get("label", args[1] if len(args) > 1 else None)
+            return backward.BackwardStopper(
+                path, label=label, sha256=kwargs.get("sha256"), trust=kwargs.get("trust", False)
+            )
+        return super().__new__(cls)
+
     def __init__(
         self,
         path: str | Path,
@@ -426,11 +420,46 @@ class Learned:
 SPEC_PREFIXES = ("pretrained", "model")
 
 
-def from_spec(spec: str) -> Learned:
+def pretrained_names() -> list[str]:
+    """Every shipped model's name: the SB3 ones and the backward-induction ones."""
+    return sorted({*PRETRAINED, *backward.PRETRAINED})
+
+
+def pretrained_sha256(name: str) -> str:
+    """The pinned SHA-256 of the shipped model ``name`` (either kind)."""
+    if name in PRETRAINED:
+        return PRETRAINED[name]
+    if name in backward.PRETRAINED:
+        return backward.PRETRAINED[name]
+    raise ConfigError("pretrained", name, f"one of {pretrained_names()}")
+
+
+def is_backward_file(path: str | Path) -> bool:
+    """Whether ``path`` names a backward-induction model (``.npz``), not an SB3 zip."""
+    return Path(path).suffix == ".npz"
+
+
+def load_model(
+    path: str | Path, label: str | None = None, *, sha256: str | None = None
+) -> Learned | backward.BackwardStopper:
+    """The learned stopper in the model file at ``path``: an SB3 zip or a backward ``.npz``.
+
+    Both are loaded only once their bytes match ``sha256`` or their ``.sha256`` record.
+    """
+    if is_backward_file(path):
+        return backward.BackwardStopper(path, label=label, sha256=sha256)
+    return Learned(path, label=label, sha256=sha256)
+
+
+def from_spec(spec: str) -> Learned | backward.BackwardStopper:
     """The learned stopper a command-line spec names.
 
-    ``pretrained:NAME`` is :meth:`Learned.pretrained` (``pretrained:hard``);
-    ``model:PATH`` a model file with its ``.sha256`` record (as ``train`` writes).
+    ``pretrained:NAME`` is a shipped model (:meth:`Learned.pretrained`, ``hard``, or
+    :meth:`~baselines.backward.BackwardStopper.pretrained`, ``general``);
+    ``model:PATH`` a model file with its ``.sha256`` record (as ``train`` writes): an
+    SB3 zip, or a backward-induction ``.npz`` (``train --algo lsm``).  A
+    backward-induction stopper reads the task's noise and price from
+    :meth:`~baselines.backward.BackwardStopper.bind_task` (else its training defaults).
 
     Raises:
         ConfigError: a spec of another form, or an unknown pretrained name.
@@ -438,6 +467,12 @@ def from_spec(spec: str) -> Learned:
     kind, sep, arg = spec.partition(":")
     if not sep or kind not in SPEC_PREFIXES or not arg:
         raise ConfigError(
-            "policy", spec, f"'pretrained:NAME' (NAME in {sorted(PRETRAINED)}) or 'model:PATH'"
+            "policy", spec, f"'pretrained:NAME' (NAME in {pretrained_names()}) or 'model:PATH'"
         )
-    return Learned.pretrained(arg) if kind == "pretrained" else Learned(arg)
+    if kind == "pretrained":
+        if arg in backward.PRETRAINED:
+            return backward.BackwardStopper.pretrained(arg)
+        if arg not in PRETRAINED:
+            raise ConfigError("pretrained", arg, f"one of {pretrained_names()}")
+        return Learned.pretrained(arg)
+    return load_model(arg)

@@ -163,7 +163,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
 
 def _learned_spec(spec: str, env: dict[str, Any]) -> Any:
     """The PolicySpec of a ``--policy`` learned stopper, once it loads and fits ``env``."""
-    from baselines.learned import PRETRAINED, from_spec
+    from baselines.learned import from_spec, pretrained_sha256
     from evalstop_experiments.cells import PolicySpec
     from evalstop_gym.envs import EvalStopEnv
 
@@ -171,7 +171,7 @@ def _learned_spec(spec: str, env: dict[str, Any]) -> Any:
     learned.check_observation_space(EvalStopEnv(**env).observation_space)
     params: dict[str, Any] = {"path": learned.path}
     if spec.startswith("pretrained:"):
-        params["sha256"] = PRETRAINED[spec.partition(":")[2]]
+        params["sha256"] = pretrained_sha256(spec.partition(":")[2])
     return PolicySpec("Learned", params, label=spec)
 
 

@@ -3,6 +3,8 @@
     evalstop-gym train --algo dqn --timesteps 300000 --out models/dqn.zip \\
         --eval-noise 0.12 --obs-fields job_type,evals,consecutive_declines
     evalstop-gym train --algo ppo --task hard-0.05 --out models/ppo-hard-0.05.zip
+    evalstop-gym train --algo lsm --task hard-0.12 --out models/lsm-hard-0.12.npz
+    evalstop-gym train --algo lsm --task general --out models/general.npz
 """
 
 from __future__ import annotations
@@ -16,16 +18,33 @@ from baselines.training.zoo import ALGOS
 
 from .envargs import add_env_arguments, at_least, env_kwargs_from_args
 
+#: The backward-induction algorithm (``baselines.backward``; no SB3): ``--algo lsm``.
+LSM = "lsm"
+
 
 def add_train_parser(sub: Any) -> None:
     """Add the ``train`` subcommand (every env argument a flag) to ``sub``."""
     t = sub.add_parser("train", help="train a learned stopper with Stable-Baselines3")
     t.add_argument(
         "--algo",
-        choices=ALGOS,
+        choices=(*ALGOS, LSM),
         default="ppo",
         help=f"the SB3 algorithm, one of {', '.join(ALGOS)} (default ppo; hyperparameters "
-        "from baselines/hyperparams/ALGO.yml)",
+        "from baselines/hyperparams/ALGO.yml), or lsm: backward induction "
+        "(Longstaff-Schwartz, scikit-learn; needs --task, 'general' for the one model over "
+        "regimes, noise and prices; writes an .npz)",
+    )
+    t.add_argument(
+        "--episodes",
+        type=at_least(1),
+        default=None,
+        help="lsm: training episodes (default 120 for a task, 480 for general)",
+    )
+    t.add_argument(
+        "--price-factor",
+        type=float,
+        default=1.0,
+        help="lsm: train at this multiple of the task's price (default 1)",
     )
     t.add_argument(
         "--timesteps",
@@ -95,6 +114,8 @@ def train_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """``evalstop-gym train``: train, save, print the budget and learning curve."""
+    if args.algo == LSM:
+        return cmd_train_lsm(args)
     from baselines.training import TrainConfig, train
 
     config = TrainConfig(
@@ -121,4 +142,28 @@ def cmd_train(args: argparse.Namespace) -> int:
     if res.learning_curve:
         print("learning curve (timesteps, mean eval return):")
         print(json.dumps([(t, round(m, 3)) for t, m, _ in res.learning_curve]))
+    return 0
+
+
+def cmd_train_lsm(args: argparse.Namespace) -> int:
+    """``train --algo lsm``: a backward-induction model on a task (or ``general``); save it."""
+    from evalstop_experiments.experiments.generalisation import GENERAL, train_lsm
+    from evalstop_gym.errors import ConfigError
+
+    if not args.task:
+        raise ConfigError(
+            "task", None, f"a suite task (e.g. hard-0.12) or {GENERAL!r} for --algo lsm"
+        )
+    if args.task != GENERAL:
+        train_env_kwargs(args)  # a bad task fails before any episode
+    if not args.price_factor > 0:
+        raise ConfigError("price_factor", args.price_factor, "a number > 0")
+    seed = None if args.seed == 0 else args.seed
+    res = train_lsm(
+        args.task, args.out, episodes=args.episodes, seed=seed, factor=args.price_factor
+    )
+    print(
+        f"saved {res['path']} (sha256 {res['sha256']}): {res['episodes']} episodes, "
+        f"{res['cpu_s']:.1f} CPU-s"
+    )
     return 0

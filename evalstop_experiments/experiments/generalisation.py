@@ -330,11 +330,27 @@ def write_e9(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     return [csv_path, md_path]
 
 
+def _lsm_available() -> bool:
+    """Whether the backward-induction rows can be trained (scikit-learn importable)."""
+    import importlib.util
+
+    return importlib.util.find_spec("sklearn") is not None
+
+
 def section(summary: list[dict[str, Any]]) -> list[str]:
-    """REPORT.md's E9 section (the rows whose experiment is E9)."""
-    rows = [r for r in summary if r.get("experiment") == EXPERIMENT_ID]
-    if not rows:
-        return []
+    """REPORT.md's E9 section (the rows whose experiment is E9, then the backward-induction ones)."""
+    rows = [r for r in summary if r.get("experiment") == EXPERIMENT_ID and "learner" not in r]
+    lsm = [r for r in summary if r.get("experiment") == EXPERIMENT_ID and "learner" in r]
+    out = _ppo_section(rows) if rows else []
+    if lsm:
+        if not out:
+            out = ["## E9 — generalisation of learned stoppers (train × test)", ""]
+        out += ["### Backward-induction stoppers", "", LSM_LEGEND, "", lsm_markdown(lsm)]
+    return out
+
+
+def _ppo_section(rows: list[dict[str, Any]]) -> list[str]:
+    """The PPO grid's part of the E9 section."""
     finite = all(math.isfinite(r["score"]) for r in rows)
     lines = ["## E9 — generalisation of learned stoppers (train × test)", "", legend(rows), ""]
     lines.append(markdown_table(rows))
@@ -350,6 +366,16 @@ def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     (``--no-learned``); ``--train-timesteps`` sets its budget per model too, and a
     micro-RLHF corpus (``--corpus`` or E7's ``OUT/curves``) adds that test task.
     """
+    lsm = _lsm_available()
+    if lsm:
+        lsm_rows = run_lsm_e9(out, quick=opts.quick)
+        lsm_files = write_lsm(out, lsm_rows)
+        plan.report_rows += lsm_rows
+        plan.header["E9-backward"] = (
+            f"backward-induction stoppers across tasks and prices: {lsm_files[1].name}"
+        )
+    else:
+        plan.notes.append("E9's backward-induction rows skipped: scikit-learn is not installed.")
     if not available():
         plan.notes.append("E9 skipped: stable-baselines3 and torch are not installed.")
         return
@@ -377,3 +403,518 @@ EXPERIMENT = Experiment(
     section=section,
     work="generalisation",
 )
+
+
+# ---------------------------------------------------------------------------------------
+# Backward-induction stoppers (baselines.backward): per-task models and one general model
+
+#: The backward-induction models' training seeds: disjoint from the test seeds 0..n-1,
+#: the floors' validation seeds (2000-2011) and PPO's training seed.
+LSM_TRAIN_SEED = 10_000
+#: The general model's training seeds start here (a block of their own).
+GENERAL_TRAIN_SEED = 20_000
+#: Training episodes of a per-task model, and of the general model.
+LSM_EPISODES = 200
+GENERAL_EPISODES = 480
+#: The per-task models E9 trains (one row each).
+LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.08")
+#: The general model's training distribution: regimes, eval noise (log-uniform) and
+#: price factor of each regime's suite price (log-uniform), drawn per episode.
+GENERAL_REGIMES: tuple[str, ...] = ("hard", "realistic", "paper", "grounded")
+GENERAL_NOISE: tuple[float, float] = (0.02, 0.2)
+GENERAL_PRICE_FACTOR: tuple[float, float] = (0.35, 2.8)
+#: The general model's regressor settings over ``baselines.backward.DEFAULT_PARAMS``: none.
+#: Twice the trees of twice the leaves (200 x 31, 100 samples a leaf) reached less utility
+#: on development seeds 3000-3009 (84.3 against 86.4, summed over the synthetic tasks at
+#: 1/2x, 1x and 2x) at twice the training CPU.
+GENERAL_PARAMS: dict[str, Any] = {}
+#: Name of the general model in tables, and of its shipped file (``pretrained:general``).
+GENERAL = "general"
+#: The held-out real-run task (its train runs never reach a test seed), when it exists.
+HELDOUT = "trl-heldout"
+
+
+def task_settings(kw: dict[str, Any]) -> dict[str, float]:
+    """The settings a backward-induction model reads: the task's eval noise and price."""
+    return {
+        "eval_noise": float(kw.get("eval_noise") or 0.0),
+        "gpu_hour_price": kw["gpu_hour_price"],
+    }
+
+
+def heldout_kwargs(split: str, factor: float = 1.0) -> dict[str, Any] | None:
+    """The held-out real-run task's env kwargs on ``split`` (None: the task does not exist)."""
+    from evalstop_gym.errors import ConfigError
+    from evalstop_gym.suite import suite_task
+
+    try:
+        kw = suite_task(HELDOUT, split=split)  # type: ignore[call-arg]
+    except (ConfigError, TypeError):
+        return None
+    kw["gpu_hour_price"] = kw["gpu_hour_price"] * factor
+    return kw
+
+
+def lsm_episodes(kw: dict[str, Any], seeds: Sequence[int]) -> list[Any]:
+    """Training episodes of one task (its env kwargs) on ``seeds``."""
+    from baselines.backward import TrainingEpisode
+
+    from ..scoring import episode_arrays
+
+    out = []
+    for s in seeds:
+        ep = episode_arrays(kw, int(s))
+        out.append(TrainingEpisode(ep.arrays, ep.values, task_settings(kw)))
+    return out
+
+
+def general_episodes(n: int = GENERAL_EPISODES, seed: int = GENERAL_TRAIN_SEED) -> list[Any]:
+    """``n`` episodes of the general model's distribution, episode e on seed ``seed + e``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for e in range(n):
+        cal = GENERAL_REGIMES[int(rng.integers(len(GENERAL_REGIMES)))]
+        noise = float(np.exp(rng.uniform(*np.log(GENERAL_NOISE))))
+        factor = float(np.exp(rng.uniform(*np.log(GENERAL_PRICE_FACTOR))))
+        kw = env_kwargs(f"{cal}-{noise:.4f}", factor)
+        out += lsm_episodes(kw, [seed + e])
+    return out
+
+
+def train_lsm(
+    task: str,
+    out: str | Path,
+    *,
+    episodes: int | None = None,
+    seed: int | None = None,
+    factor: float = 1.0,
+) -> dict[str, Any]:
+    """Train a backward-induction model on ``task`` (``"general"``: the distribution); save it.
+
+    Writes ``out`` (``.npz``) and its ``.sha256`` record; returns the model's path, its
+    hash and the training CPU seconds (data and fit).
+    """
+    import time
+
+    from baselines.backward import fit_backward
+    from evalstop_gym.suite import SUITE_PRICE
+
+    t0 = time.process_time()
+    if task == GENERAL:
+        n, s = episodes or GENERAL_EPISODES, GENERAL_TRAIN_SEED if seed is None else seed
+        data = general_episodes(n, s)
+        defaults = {"eval_noise": 0.08, "gpu_hour_price": SUITE_PRICE}
+        tasks = {
+            "regimes": list(GENERAL_REGIMES),
+            "eval_noise": list(GENERAL_NOISE),
+            "price_factor": list(GENERAL_PRICE_FACTOR),
+        }
+    else:
+        n, s = episodes or LSM_EPISODES, LSM_TRAIN_SEED if seed is None else seed
+        kw = heldout_kwargs("train", factor) if task == HELDOUT else env_kwargs(task, factor)
+        if kw is None:
+            raise ValueError(f"task {task!r} is not available")
+        data = lsm_episodes(kw, range(s, s + n))
+        defaults, tasks = task_settings(kw), {"task": task, "price_factor": factor}
+    model = fit_backward(
+        data,
+        grid=max(ep.arrays.k for ep in data),
+        params=GENERAL_PARAMS if task == GENERAL else None,
+        label=f"Backward[{task}]",
+        record={**tasks, "episodes": n, "first_seed": s},
+        default_settings=defaults,
+    )
+    seconds = time.process_time() - t0
+    digest = model.save(out)
+    return {"path": Path(out), "sha256": digest, "cpu_s": seconds, "episodes": n}
+
+
+def cell_kwargs(task: str, factor: float, quick: bool = False) -> dict[str, Any] | None:
+    """A test cell's env kwargs (the held-out task on its test runs; None: no such task)."""
+    if task == HELDOUT:
+        return heldout_kwargs("test", factor)
+    kw = test_kwargs(task, 100, None, quick)
+    kw.pop("n_jobs")  # the suite's own episode size, as E8 plays it
+    kw["gpu_hour_price"] = kw["gpu_hour_price"] * factor
+    return kw
+
+
+def model_settings(kw: dict[str, Any]) -> dict[str, float]:
+    """What a backward-induction model is told of a task: its noise (real runs: the noise
+    the Bayes stopper assumes for a measured eval) and its price."""
+    from baselines.bayes import REAL_CURVE_NOISE
+
+    s = task_settings(kw)
+    if kw.get("curves"):
+        s["eval_noise"] = max(s["eval_noise"], REAL_CURVE_NOISE)
+    return s
+
+
+def reference_runs(
+    kw: dict[str, Any], seeds: Sequence[int], cache: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Per seed: NoStop's and the reference's utilities (and Bayes's on real runs), and the
+    hidden labels of every job (read after the episode, for where the stoppers stop).
+
+    ``cache`` (a dict, e.g. loaded from JSON) keeps them across runs by task and seed.
+    """
+    import json
+
+    import numpy as np
+
+    from baselines.bayes import BayesStopper
+    from baselines.evaluate import play_episode
+    from baselines.policies import NoStop
+
+    key = json.dumps({k: v for k, v in sorted(kw.items())}, default=str)
+    store = cache.setdefault(key, {}) if cache is not None else {}
+    real = reference_for(kw).value == "Oracle"
+    for s in seeds:
+        if str(s) in store:
+            continue
+        row0, rec = play_episode(NoStop(), int(s), kw)
+        ref = reference_stopper(kw)
+        entry = {
+            "u0": row0["utility"],
+            "uref": play(kw, int(s), ref.policy)["utility"],
+            "hacking": rec.hacking.astype(int).tolist(),
+            "peak": np.asarray(rec.peak_progress, dtype=float).tolist(),
+            "job_type": rec.job_type.astype(int).tolist(),
+        }
+        if real:
+            entry["ubayes"] = play(kw, int(s), BayesStopper.from_env_kwargs(kw))["utility"]
+        store[str(s)] = entry
+    return {str(s): store[str(s)] for s in seeds}
+
+
+def _positions(ends: Any, k: int, entry: dict[str, Any]) -> tuple[list[float], int, int]:
+    """(end - true peak of each hacking RLHF run, healthy RLHF runs stopped, healthy RLHF runs)."""
+    import numpy as np
+
+    from evalstop_gym.sim.workloads import RLHF
+
+    hack = np.asarray(entry["hacking"], bool)
+    rlhf = np.asarray(entry["job_type"]) == RLHF
+    frac = np.asarray(ends) / k
+    after = (frac - np.asarray(entry["peak"]))[hack & rlhf].tolist()
+    healthy = rlhf & ~hack
+    return after, int((np.asarray(ends)[healthy] < k).sum()), int(healthy.sum())
+
+
+def lsm_cell_rows(
+    stoppers: dict[str, Any],
+    task: str,
+    factor: float,
+    seeds: Sequence[int],
+    *,
+    cache: dict[str, Any] | None = None,
+    quick: bool = False,
+) -> list[dict[str, Any]]:
+    """One row per stopper on one (task, price) cell: score, CI, the paired difference to the
+    best floor family, where it stops; the best floor's own row first.
+
+    ``stoppers``: name -> a :class:`~baselines.backward.BackwardStopper`, told the cell's
+    settings here.  Their utilities are computed from the episodes' observation arrays
+    (exact for a per-job stopper: a test checks them against played episodes); NoStop and
+    the reference are played (:func:`reference_runs`).
+    """
+    import numpy as np
+
+    from baselines.floors import utilities
+
+    from ..scoring import VALIDATION_SEEDS, best_floor, episode_arrays, tune_floors
+
+    kw = cell_kwargs(task, factor, quick)
+    if kw is None:
+        return []
+    val_kw = heldout_kwargs("train", factor) if task == HELDOUT else kw
+    floor = best_floor(tune_floors(val_kw, VALIDATION_SEEDS))
+    refs = reference_runs(kw, seeds, cache)
+    u0 = np.array([refs[str(s)]["u0"] for s in seeds])
+    uref = np.array([refs[str(s)]["uref"] for s in seeds])
+    settings = model_settings(kw)
+    diffs: dict[str, list[float]] = {}
+    where: dict[str, tuple[list[float], int, int]] = {}
+    for s in seeds:
+        ep = episode_arrays(kw, int(s))
+        k = ep.arrays.k
+        base = float(utilities(np.full((1, ep.values.shape[0]), k), ep.values)[0])
+        ends = {"Best floor": floor.family.ends([floor.policy], ep.arrays)[0]}
+        for name, st in stoppers.items():
+            st.set_settings(settings)
+            ends[name] = st.ends(ep.arrays)
+        for name, e in ends.items():
+            u = float(utilities(np.asarray(e)[None, :], ep.values)[0])
+            diffs.setdefault(name, []).append(u - base)
+            a, h, n = _positions(e, k, refs[str(s)])
+            wa, wh, wn = where.get(name, ([], 0, 0))
+            where[name] = (wa + a, wh + h, wn + n)
+    rows = []
+    u_floor = u0 + np.array(diffs["Best floor"])
+    extra = {}
+    if "ubayes" in refs[str(seeds[0])]:
+        extra["Bayes"] = np.array([refs[str(s)]["ubayes"] for s in seeds])
+    for name in list(diffs) + list(extra):
+        u = extra[name] if name in extra else u0 + np.array(diffs[name])
+        sc = normalised_score(u, u0, uref)
+        vs = paired_diff_ci(u, u_floor)
+        after, stopped, healthy = where.get(name, ([], 0, 0))
+        rows.append(
+            {
+                "experiment": EXPERIMENT_ID,
+                "test": task,
+                "price_factor": factor,
+                "stopper": name if name != "Best floor" else f"Best floor ({floor.family.label})",
+                "reference": reference_for(kw).value,
+                "seeds": len(seeds),
+                "score": sc[0],
+                "score_lo": sc[1],
+                "score_hi": sc[2],
+                "minus_floor": vs[0],
+                "minus_floor_lo": vs[1],
+                "minus_floor_hi": vs[2],
+                "ref_gain_lo": paired_diff_ci(uref, u0)[1],
+                "hack_after_peak_median": float(np.median(after)) if after else float("nan"),
+                "healthy_stopped_share": stopped / healthy if healthy else float("nan"),
+            }
+        )
+    return rows
+
+
+#: The backward-induction matrix's test tasks at 1x (the held-out task joins when it exists).
+LSM_TEST_TASKS: tuple[str, ...] = (
+    "hard-0.05",
+    "hard-0.12",
+    "realistic-0.12",
+    "paper-0.12",
+    "grounded-0.08",
+    "trl-gao",
+)
+#: The general model is scored on every synthetic task at these price factors.
+LSM_PRICES: tuple[float, ...] = (0.5, 1.0, 2.0)
+#: ``--quick``: one per-task model on 4 episodes, the general model on 8, 2 test seeds.
+LSM_QUICK = {"tasks": ("hard-0.05",), "episodes": 4, "general_episodes": 8, "seeds": 2}
+#: The ``learner`` field of the backward-induction rows (E9 rows too; REPORT.md's E9 section
+#: shows them under the PPO grid).
+LSM_LEARNER = "lsm"
+
+
+def run_lsm_e9(
+    out: str | Path,
+    *,
+    quick: bool = False,
+    seeds: int = 30,
+    general: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Train the per-task backward-induction models (and the general one, unless ``general``
+    names a model file), score them: rows of the matrix and of the general model's prices.
+
+    Every row of a cell shares its seeds with the cell's best floor family and its reference.
+    Per-seed NoStop and reference runs are kept in ``OUT/e9_backward/refs.json``.
+    """
+    import json
+
+    from baselines.backward import BackwardStopper
+    from evalstop_gym.fileio import atomic_write as write
+
+    folder = Path(out) / "e9_backward"
+    folder.mkdir(parents=True, exist_ok=True)
+    tasks = LSM_QUICK["tasks"] if quick else LSM_TRAIN_TASKS
+    episodes = LSM_QUICK["episodes"] if quick else None
+    trained: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        if progress is not None:
+            progress(f"E9 training the backward-induction model on {task}")
+        trained[task] = train_lsm(task, folder / f"lsm-{task}.npz", episodes=episodes)
+    if general is None:
+        if progress is not None:
+            progress("E9 training the general backward-induction model")
+        n = LSM_QUICK["general_episodes"] if quick else None
+        trained[GENERAL] = train_lsm(GENERAL, folder / "general.npz", episodes=n)
+        general_path: Path = trained[GENERAL]["path"]
+    else:
+        general_path = Path(general)
+    stoppers = {f"lsm[{t}]": BackwardStopper(r["path"]) for t, r in trained.items() if t != GENERAL}
+    stoppers[f"lsm[{GENERAL}]"] = BackwardStopper(
+        general_path, sha256=None if general is None else _pinned(general_path)
+    )
+    cache_path = folder / "refs.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    test_seeds = list(range(LSM_QUICK["seeds"] if quick else seeds))
+    tests = list(QUICK_TEST_TASKS if quick else LSM_TEST_TASKS)
+    if heldout_kwargs("test") is not None:
+        tests.append(HELDOUT)
+    rows = []
+    cells = [(t, 1.0) for t in tests] + [
+        (t, f) for f in LSM_PRICES if f != 1.0 for t in tests if t in SUITE_SYNTHETIC
+    ]
+    for task, factor in cells:
+        if progress is not None:
+            progress(f"E9 scoring backward-induction stoppers on {task} at {factor:g}x")
+        if cache_path.exists():  # runs sharing the folder add their references to it
+            for key, got in json.loads(cache_path.read_text()).items():
+                cache[key] = {**got, **cache.get(key, {})}
+        chosen = stoppers if factor == 1.0 else {f"lsm[{GENERAL}]": stoppers[f"lsm[{GENERAL}]"]}
+        for r in lsm_cell_rows(chosen, task, factor, test_seeds, cache=cache, quick=quick):
+            r["learner"] = LSM_LEARNER
+            name = r["stopper"].removeprefix("lsm[").removesuffix("]")
+            r["train_cpu_s"] = trained.get(name, {}).get("cpu_s", float("nan"))
+            rows.append(r)
+        write(cache_path, json.dumps(cache))
+    return rows
+
+
+#: The synthetic suite tasks (the general model's price sweep runs on these).
+SUITE_SYNTHETIC: tuple[str, ...] = (
+    "hard-0.05",
+    "hard-0.12",
+    "realistic-0.12",
+    "paper-0.12",
+    "grounded-0.08",
+)
+
+
+def _pinned(path: Path) -> str | None:
+    """The pinned hash of a shipped backward-induction model at ``path`` (None: not shipped)."""
+    from baselines import backward
+
+    name = path.stem
+    if path.resolve() == (backward.PRETRAINED_DIR / f"{name}.npz").resolve():
+        return backward.PRETRAINED.get(name)
+    return None
+
+
+def lsm_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The backward-induction tables: the matrix at 1x, then the general model's prices."""
+    one = [r for r in rows if r["price_factor"] == 1.0]
+    tests = list(dict.fromkeys(r["test"] for r in one))
+    names = list(dict.fromkeys(r["stopper"].split(" (")[0] for r in one))
+    keyed = {(r["stopper"].split(" (")[0], r["test"]): r for r in one}
+    head = ["stopper \\ tested on (1x)"] + [
+        f"{t} ({keyed[(names[0], t)]['reference']})" for t in tests
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for n in names:
+        cells = [n]
+        for t in tests:
+            r = keyed.get((n, t))
+            cells.append(_lsm_cell(r))
+        lines.append("| " + " | ".join(cells) + " |")
+    floors = ", ".join(
+        f"{t}: {keyed[('Best floor', t)]['stopper'][12:-1]}"
+        for t in tests
+        if ("Best floor", t) in keyed
+    )
+    text = "\n".join(lines) + f"\n\nBest floor family per task: {floors}.\n"
+    prices = sorted({r["price_factor"] for r in rows})
+    gen = [r for r in rows if r["stopper"].split(" (")[0] in (f"lsm[{GENERAL}]", "Best floor")]
+    if len(prices) > 1:
+        head = ["task", "stopper"] + [f"{f:g}x" for f in prices]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        by = {(r["test"], r["stopper"].split(" (")[0], r["price_factor"]): r for r in gen}
+        for t in dict.fromkeys(r["test"] for r in gen if r["test"] in SUITE_SYNTHETIC):
+            for n in ("Best floor", f"lsm[{GENERAL}]"):
+                lines.append(
+                    "| "
+                    + " | ".join([t, n] + [_lsm_cell(by.get((t, n, f))) for f in prices])
+                    + " |"
+                )
+        text += (
+            "\nThe general model at each price (n/a: Bayes's gain over NoStop has a CI reaching 0):\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
+    return text
+
+
+def _lsm_cell(r: dict[str, Any] | None) -> str:
+    """score [CI]; minus the best floor [CI]; hacking runs' median end - peak; healthy stopped."""
+    if r is None:
+        return "–"
+    if not r["ref_gain_lo"] > 0:
+        return "n/a"
+    cell = f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]"
+    if not r["stopper"].startswith("Best floor") and r["stopper"] != "Bayes":
+        cell += f" Δfloor {fmt(r['minus_floor'])} [{fmt(r['minus_floor_lo'])}, {fmt(r['minus_floor_hi'])}]"
+    if math.isfinite(r["hack_after_peak_median"]):
+        cell += (
+            f"; {r['hack_after_peak_median']:+.2f} / {fmt(100 * r['healthy_stopped_share'], 0)} %"
+        )
+    return cell
+
+
+LSM_LEGEND = (
+    "Backward-induction stoppers (`baselines.backward`, Longstaff-Schwartz with scikit-learn's "
+    "HistGradientBoostingRegressor): `lsm[T]` trained on task T alone "
+    f"({LSM_EPISODES} episodes from seed {LSM_TRAIN_SEED}), `lsm[general]` one model over "
+    f"the regimes {', '.join(GENERAL_REGIMES)}, eval noise {GENERAL_NOISE[0]}-{GENERAL_NOISE[1]} "
+    f"and price factors {GENERAL_PRICE_FACTOR[0]}-{GENERAL_PRICE_FACTOR[1]} "
+    f"({GENERAL_EPISODES} episodes from seed {GENERAL_TRAIN_SEED}), told each task's noise "
+    "and price. Each cell: score [95 % CI] against the reference; Δfloor: mean utility minus "
+    "the best floor family's (tuned on the validation seeds) on the same seeds [95 % CI]; then "
+    "the hacking runs' median stop minus true peak (progress) / the share of healthy RLHF "
+    "runs stopped before their end."
+)
+
+
+def write_lsm(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
+    """Write ``OUT/E9_backward.csv`` (every column) and ``OUT/E9_backward.md`` (the tables)."""
+    out = Path(out)
+    csv_path, md_path = out / "E9_backward.csv", out / "E9_backward.md"
+    with atomic_open(csv_path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    seeds = rows[0]["seeds"] if rows else 0
+    atomic_write(
+        md_path,
+        f"# E9: backward-induction stoppers across tasks\n\n{LSM_LEGEND} {seeds} test seeds.\n\n"
+        + lsm_markdown(rows),
+    )
+    return [csv_path, md_path]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Score the backward-induction models on tasks, e.g. the held-out real-run task.
+
+    ``python -m evalstop_experiments.experiments.generalisation --tasks trl-heldout``
+    scores ``pretrained:general`` (and every ``lsm-<task>.npz`` with its record in
+    ``--models``) beside the task's best floor family; writes ``OUT/E9_backward.*``.
+    """
+    import argparse
+
+    from baselines.backward import BackwardStopper
+
+    ap = argparse.ArgumentParser(prog="python -m evalstop_experiments.experiments.generalisation")
+    ap.add_argument("--tasks", default=HELDOUT, help="comma-separated tasks (default trl-heldout)")
+    ap.add_argument("--seeds", type=int, default=30, help="test seeds 0..n-1 (default 30)")
+    ap.add_argument("--price-factor", type=float, default=1.0)
+    ap.add_argument("--models", default=None, help="a folder of lsm-<task>.npz models to add")
+    ap.add_argument("--out", default="results-e9-backward")
+    args = ap.parse_args(argv)
+    stoppers: dict[str, Any] = {
+        f"lsm[{GENERAL}]": BackwardStopper.pretrained(GENERAL, label=f"lsm[{GENERAL}]")
+    }
+    for path in sorted(Path(args.models).glob("lsm-*.npz")) if args.models else []:
+        stoppers[f"lsm[{path.stem[4:]}]"] = BackwardStopper(path)
+    rows = []
+    for task in args.tasks.split(","):
+        rows += lsm_cell_rows(stoppers, task, args.price_factor, list(range(args.seeds)))
+    if not rows:
+        print(f"no rows: none of {args.tasks} exists")
+        return 1
+    for r in rows:
+        r["learner"] = LSM_LEARNER
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in write_lsm(out, rows):
+        print(f"wrote {path}")
+    print(lsm_markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
