@@ -2,8 +2,9 @@
 
 ``vaderSentiment`` ships ``vader_lexicon.txt``: 7,500 entries, each with the mean of ten human
 valence ratings (-4 .. +4), their sd and the ten individual ratings. The gold score of a text
-is VADER's ``compound`` (in [-1, 1]): the normalised sum of the mean ratings of the words it
-contains, with VADER's rules for negation, intensifiers, "but" and capitals. A *rater* variant
+is VADER's ``compound`` (in [-1, 1]) of its first mentions (:func:`first_mentions`: a word
+repeated counts once, as a reader would hear it): the normalised sum of the mean ratings of the
+words it contains, with VADER's rules for negation, intensifiers, "but" and capitals. A *rater* variant
 (:func:`analyzer` with ``rater=j``) replaces every entry's mean by rater ``j``'s own rating, so
 a proxy trained on it learns one person's taste: the real disagreement between the ten raters
 is the gap between that proxy and the gold.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import string
 from pathlib import Path
 
 import numpy as np
@@ -56,10 +58,40 @@ def analyzer(rater: int | None = None):  # -> SentimentIntensityAnalyzer
     return sia
 
 
-def gold_scores(texts: list[str], rater: int | None = None) -> np.ndarray:
-    """VADER compound of each text (mean ratings, or one rater's), in [-1, 1]."""
+def first_mentions(text: str) -> str:
+    """``text`` with every word after its first occurrence removed (case and punctuation aside).
+
+    A reader hears "great great great" as one "great"; VADER's sum would count it three times.
+    """
+    seen: set[str] = set()
+    kept = []
+    for word in text.split():
+        key = word.strip(string.punctuation).lower()
+        if key not in seen:
+            seen.add(key)
+            kept.append(word)
+    return " ".join(kept)
+
+
+def gold_scores(texts: list[str], rater: int | None = None, *, repeats: bool = False) -> np.ndarray:
+    """The gold of each text, in [-1, 1]: VADER's compound of its first mentions.
+
+    Args:
+        texts: Completions.
+        rater: ``None`` for the mean ratings, ``j`` for rater ``j``'s own.
+        repeats: Score the text as it is (VADER's plain compound, repeated words counted
+            every time) instead of its :func:`first_mentions`.
+    """
     sia = analyzer(rater)
-    return np.array([sia.polarity_scores(t)["compound"] for t in texts], dtype=np.float64)
+    shown = texts if repeats else [first_mentions(t) for t in texts]
+    return np.array([sia.polarity_scores(t)["compound"] for t in shown], dtype=np.float64)
 
 
-__all__ = ["N_RATERS", "ONE_RATER_CHECK", "analyzer", "gold_scores", "lexicon_ratings"]
+__all__ = [
+    "N_RATERS",
+    "ONE_RATER_CHECK",
+    "analyzer",
+    "first_mentions",
+    "gold_scores",
+    "lexicon_ratings",
+]

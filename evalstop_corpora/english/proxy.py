@@ -1,8 +1,10 @@
 """The proxy reward models: GPT-2 classifiers trained by TRL's ``RewardTrainer`` on gold-labelled pairs.
 
 As in Gao et al. (2022), both sides of every preference pair are completions the *pre-trained*
-policy wrote for the same held-out prompt; the gold (VADER's compound, :mod:`.gold`) says which
-one wins and pairs the gold cannot tell apart (equal scores) are dropped. A reward model
+policy wrote for the same held-out prompt; the raters' lexicon says which one wins (VADER's
+compound of each text as written, :mod:`.gold`: on the pre-trained policy's samples, which
+seldom repeat a word, this is the gold) and pairs it cannot tell apart (equal scores) are
+dropped. A reward model
 (``GPT2ForSequenceClassification`` on the policy's tokenizer) is fitted to them by
 ``RewardTrainer``'s Bradley-Terry loss. The variants (:data:`PROXY_VARIANTS`) are the knobs of
 the Goodhart gap:
@@ -143,8 +145,10 @@ def preference_pairs(
         b = sample_completions(
             policy, prompts, recipe.seed * 1009 + 2 * round_ + 1, tokenizer.pad_token_id
         )
-        ga = gold_scores(tokenizer.batch_decode(a), recipe.rater)
-        gb = gold_scores(tokenizer.batch_decode(b), recipe.rater)
+        # Labelled as the raters' lexicon scores the texts as written (VADER's plain compound);
+        # the pre-trained policy seldom repeats a word, and then it agrees with the gold.
+        ga = gold_scores(tokenizer.batch_decode(a), recipe.rater, repeats=True)
+        gb = gold_scores(tokenizer.batch_decode(b), recipe.rater, repeats=True)
         drawn += len(prompts)
         for i in np.flatnonzero(np.abs(ga - gb) > 1e-9):
             win_a = ga[i] > gb[i]

@@ -22,7 +22,9 @@ or pair prompt uses) and logs through the trainer's own ``log`` (so the values l
 - ``eval_proxy``: mean standardised proxy reward on the first :data:`EVAL_SIDE` completions;
 - ``eval_kl``: Monte-Carlo KL(policy || reference) in nats per completion on those
   (clipped at 0);
-- ``eval_distinct``: distinct tokens over all tokens of the completions (collapse shows here).
+- ``eval_distinct``: distinct tokens over all tokens of the completions (collapse shows here);
+- ``eval_vader_plain``: VADER's plain compound (repeated words counted every time), beside
+  the gold, which counts a word once.
 
 Each trainer also logs its own per-step keys (reward and its std, KL, entropy, completion
 length, clip ratio, ...), which stay in ``trainer_state.json``.
@@ -57,6 +59,10 @@ TRAINERS: dict[str, str] = {
 }
 #: Completions of each evaluation on which the proxy reward and the KL are measured.
 EVAL_SIDE = 64
+#: Completions of each evaluation kept in the run's :data:`SAMPLES_FILE`, to read.
+SAMPLES_KEPT = 8
+#: File of a run folder with a few evaluation completions per checkpoint (JSON lines).
+SAMPLES_FILE = "samples.jsonl"
 #: The file a finished run writes last, beside TRL's ``trainer_state.json``.
 RUN_CONFIG_FILE = "run_config.json"
 
@@ -120,7 +126,9 @@ class EnglishRunConfig:
 
     def run_id(self) -> str:
         """A readable identifier naming the swept hyperparameters and the seed."""
-        return f"en-{self.trainer}-{self.proxy}-b{self.beta:g}-lr{self.lr:g}-s{self.seed}"
+        # Shorter (quick) runs are named apart: a quick and a full run never share an id.
+        length = "" if self.steps == EnglishRunConfig.steps else f"-t{self.steps}"
+        return f"en-{self.trainer}-{self.proxy}-b{self.beta:g}-lr{self.lr:g}{length}-s{self.seed}"
 
 
 def sequence_logprob(model: Any, prompt_ids: np.ndarray, completion_ids: np.ndarray) -> np.ndarray:
@@ -152,6 +160,7 @@ class GoldEvalCallback(TrainerCallback):
         self.proxy = proxy
         self.tokenizer = tokenizer
         self.trainer: Any = None
+        self.samples: Path | None = None
         pool = prompt_pool(tokenizer, PROMPT_TOKENS, "eval")
         pick = np.random.default_rng(config.seed * 7919 + 1).choice(
             len(pool), size=config.gold_batch, replace=len(pool) < config.gold_batch
@@ -170,7 +179,12 @@ class GoldEvalCallback(TrainerCallback):
         completions = sample_completions(
             model, self.prompts, cfg.seed * 100_003 + step, self.tokenizer.pad_token_id
         )
-        gold = gold_scores(self.tokenizer.batch_decode(completions))
+        texts = self.tokenizer.batch_decode(completions)
+        gold = gold_scores(texts)
+        plain = gold_scores(texts, repeats=True)
+        if self.samples is not None:
+            with open(self.samples, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"step": step, "completions": texts[:SAMPLES_KEPT]}) + "\n")
         sd = float(gold.std(ddof=1))
         # KL and proxy on the first eval_side completions: they cost two and one forward
         # passes a completion, the gold almost nothing.
@@ -188,6 +202,7 @@ class GoldEvalCallback(TrainerCallback):
             # A Monte-Carlo KL estimate can dip below 0 by noise; KL itself cannot.
             "eval_kl": max(float(kl.mean()), 0.0),
             "eval_distinct": float(np.unique(completions).size / completions.size),
+            "eval_vader_plain": float(plain.mean()),
         }
 
     def _evaluate(self, state: Any, control: Any, model: Any) -> None:
@@ -343,6 +358,9 @@ def _train(config: EnglishRunConfig, policy_dir: Path, proxy_dir: Path, out_dir:
     picks = order[np.arange(n_prompts) % len(pool)]
     dataset = Dataset.from_dict({"prompt": tokenizer.batch_decode(pool[picks])})
     callback = GoldEvalCallback(config, reference, proxy, tokenizer)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    callback.samples = out_dir / SAMPLES_FILE
+    callback.samples.unlink(missing_ok=True)
     torch.manual_seed(config.seed)
     trainer = _trainer(config, policy_dir, out_dir, proxy_reward, dataset, tokenizer, callback)
     callback.bind(trainer)

@@ -49,6 +49,16 @@ def test_gold_is_vader_compound_and_one_rater_differs():
         gold_scores(texts, rater=10)
 
 
+def test_gold_counts_a_repeated_word_once():
+    """Repeating a positive word raises VADER's plain compound, not the gold."""
+    from evalstop_corpora.english.gold import first_mentions, gold_scores
+
+    assert first_mentions("Great, great GREAT value value") == "Great, value"
+    once, thrice = "a great value", "a great great great value"
+    assert gold_scores([thrice])[0] == gold_scores([once])[0]
+    assert gold_scores([thrice], repeats=True)[0] > gold_scores([once], repeats=True)[0]
+
+
 def test_held_out_text_is_disjoint_from_training_text():
     """The prompts' paragraphs never occur in the pre-training paragraphs."""
     from evalstop_corpora.english.text import split_text
