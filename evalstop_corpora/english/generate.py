@@ -66,6 +66,8 @@ QUICK_OVERRIDES: dict[str, Any] = {
     "prompts_per_step": 4,
     "num_generations": 4,
 }
+#: File of a run folder recording the process CPU seconds the run took.
+CPU_FILE = "cpu_seconds.json"
 #: File name of the corpus inside the ``--out`` folder.
 TRACES_FILE = "traces.jsonl"
 #: Keys of :func:`~evalstop_gym.corpus.load_trl_trainer_state` that read a run's log.
@@ -130,7 +132,10 @@ def run_spec(spec: Any, policy: str, proxies: dict[str, str], runs_dir: str) -> 
     shutil.rmtree(out, ignore_errors=True)  # a killed run starts again from scratch
     started = time.process_time()
     run_english(spec, policy, proxies[spec.proxy], out)
-    return time.process_time() - started, False
+    seconds = time.process_time() - started
+    # For the corpus's cost figures; not part of the run's identity (run_config.json is).
+    (out / CPU_FILE).write_text(json.dumps({"cpu_seconds": seconds}) + "\n", encoding="utf-8")
+    return seconds, False
 
 
 def _run_item(item: tuple[Any, str, dict[str, str], str]) -> tuple[float, bool]:
