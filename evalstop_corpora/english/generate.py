@@ -226,6 +226,10 @@ def generate_english_corpus(
 
 def run_cli(args: Any) -> int:
     """Execute ``curves generate --source english`` from parsed arguments; print the summary."""
+    from evalstop_gym.errors import ConfigError
+
+    if args.runs < 1:
+        raise ConfigError("--runs", args.runs, "an integer >= 1")
     specs = english_specs(args.runs, args.seed, **(QUICK_OVERRIDES if args.quick else {}))
     make = functools.partial(generate_english_corpus, specs, args.out)
     return generate_and_report(make, args, Path(args.out) / TRACES_FILE, "English runs")

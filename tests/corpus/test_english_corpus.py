@@ -98,6 +98,20 @@ def test_bad_run_config_is_refused_naming_the_field(field, value):
         EnglishRunConfig(**{field: value})
 
 
+def test_cli_refuses_zero_runs_in_one_line(tmp_path, capsys):
+    """``--runs 0`` is refused before any work, naming the flag and what is allowed."""
+    pytest.importorskip("trl")
+    from evalstop_cli.main import main
+
+    out = tmp_path / "out"
+    assert (
+        main(["curves", "generate", "--source", "english", "--runs", "0", "--out", str(out)]) == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--runs=0" in err[0] and ">= 1" in err[0]
+    assert not (out / "base").exists()
+
+
 # --------------------------------------------------------------------------------------------
 # The shipped corpora (numpy only)
 # --------------------------------------------------------------------------------------------
