@@ -244,6 +244,7 @@ def _common_args(config: EnglishRunConfig, out_dir: Path) -> dict[str, Any]:
         "data_seed": config.seed,
         "use_cpu": True,
         "bf16": False,
+        # TRL's online trainers default to True; off, a step costs one forward pass less.
         "gradient_checkpointing": False,
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
