@@ -10,12 +10,19 @@ import numpy as np
 import pytest
 
 from evalstop_gym.corpus import label_hacking
-from evalstop_gym.corpus.packaged import DATA_DIR, corpus_path, load_corpus, sha256_of, sidecar
+from evalstop_gym.corpus.packaged import (
+    DATA_DIR,
+    ENGLISH_CORPUS,
+    ENGLISH_CORPUS_QUICK,
+    corpus_path,
+    load_corpus,
+    sha256_of,
+    sidecar,
+)
 
 pytest.importorskip("vaderSentiment")
 
-ENGLISH = "english_rlhf"
-ENGLISH_QUICK = "english_rlhf_quick"
+ENGLISH, ENGLISH_QUICK = ENGLISH_CORPUS, ENGLISH_CORPUS_QUICK
 SHIPPED = [n for n in (ENGLISH, ENGLISH_QUICK) if (DATA_DIR / f"{n}.jsonl").exists()]
 
 # --------------------------------------------------------------------------------------------
