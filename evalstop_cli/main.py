@@ -38,6 +38,7 @@ EXTRAS: dict[str, str] = {
     "trl": "trl",
     "transformers": "trl",
     "tokenizers": "trl",
+    "vaderSentiment": "trl",
 }
 
 #: The optional modules each subcommand needs whatever its flags (rich prints the tables,
@@ -326,6 +327,11 @@ def cmd_curves(args: argparse.Namespace) -> int:
 
     if args.curves_command == "fit-regime":
         return int(args.fit_regime(args))
+    if args.curves_command == "generate" and getattr(args, "source", "micro") == "english":
+        require(("torch", "trl", "transformers", "vaderSentiment"), "curves generate")
+        from evalstop_corpora.english.generate import run_cli
+
+        return int(run_cli(args) or 0)
     if args.curves_command == "generate":
         trl = getattr(args, "source", "micro") == "trl"
         require(("torch", "trl", "transformers") if trl else ("torch",), "curves generate")

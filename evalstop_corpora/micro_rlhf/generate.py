@@ -337,11 +337,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> Any:
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument(
         "--source",
-        choices=("micro", "trl"),
+        choices=("micro", "trl", "english"),
         default="micro",
-        help="micro: micro-RLHF runs; trl: GRPO runs by TRL (needs the 'trl' extra)",
+        help="micro: micro-RLHF runs; trl: GRPO runs by TRL; english: GRPO, RLOO and online DPO "
+        "runs of an English GPT-2 with VADER gold (trl and english need the 'trl' extra)",
     )
-    g.add_argument("--quick", action="store_true", help="trl only: short runs, for CI")
+    g.add_argument("--quick", action="store_true", help="trl and english: short runs, for CI")
     f = sub.add_parser(
         "fit", help="fit Gao et al.'s law to every run: CSV table, PNG plot, summary"
     )

@@ -22,6 +22,9 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 #: The TRL (GRPO) corpus: 48 runs, and its quick version of 8 shorter runs.
 TRL_CORPUS = "trl_gao"
 TRL_CORPUS_QUICK = "trl_gao_quick"
+#: The English RLHF corpus (GRPO, RLOO and online DPO; docs/REAL_RUNS.md) and its quick version.
+ENGLISH_CORPUS = "english_rlhf"
+ENGLISH_CORPUS_QUICK = "english_rlhf_quick"
 
 
 def sha256_of(path: str | os.PathLike[str]) -> str:
