@@ -55,7 +55,7 @@ ENGLISH_GRID: dict[str, tuple[Any, ...]] = {
 BETAS: dict[str, tuple[float, float, float]] = {
     "grpo": (0.0, 0.02, 0.1),
     "rloo": (0.0, 0.02, 0.1),
-    "online_dpo": (0.05, 0.2, 1.0),
+    "online_dpo": (0.01, 0.05, 0.2),
 }
 #: Settings of the quick corpus (tests, ``reproduce --quick``): short, cheap runs.
 QUICK_OVERRIDES: dict[str, Any] = {
