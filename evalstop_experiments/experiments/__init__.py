@@ -11,7 +11,16 @@ A new experiment is a module exporting its ``Experiment`` and one line here.
 from __future__ import annotations
 
 from ..plan import Experiment
-from . import deprioritisation, generalisation, learned, paper, pools, real_curves, suite
+from . import (
+    cluster_learned,
+    deprioritisation,
+    generalisation,
+    learned,
+    paper,
+    pools,
+    real_curves,
+    suite,
+)
 
 EXPERIMENTS: tuple[Experiment, ...] = (
     *paper.PAPER,
@@ -22,6 +31,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     pools.EXPERIMENT,
     deprioritisation.EXPERIMENT,
     generalisation.EXPERIMENT,
+    cluster_learned.EXPERIMENT,
 )
 
 #: The experiments in REPORT.md's order (by number; E7's scores after E7).
