@@ -23,10 +23,10 @@ def test_critical_multiplier_is_where_bayes_flips():
     done, n, stops = False, 0, [0, 0]
     while not done:
         m = cl.critical_multiplier(one, int(np.argmax(obs["job_type"])), observed(obs["evals"]))
-        assert one.act(obs) == int(1.0 >= m)
-        assert two.act(obs) == int(2.0 >= m)
-        stops[0] += int(1.0 >= m)
-        stops[1] += int(2.0 >= m)
+        assert one.act(obs) == int(m <= 1.0)
+        assert two.act(obs) == int(m <= 2.0)
+        stops[0] += int(m <= 1.0)
+        stops[1] += int(m <= 2.0)
         obs, _, done, _, _ = env.step(0)
         n += 1
     assert n > 50 and 0 < stops[0] < stops[1]  # the check saw both decisions
