@@ -23,7 +23,10 @@ import argparse
 import functools
 import json
 import time
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from baselines.training import TrainConfig, train
 from baselines.training.conditioning import CONDITIONS, ConditionedSource
@@ -76,51 +79,109 @@ def cmd_train(args: argparse.Namespace) -> None:
     )
 
 
+def _row(task, factor, name, seeds, u, u0, uref, floor, metrics, djct) -> dict[str, Any]:
+    """One printed line: score and CI, the paired difference to the best floor, where it stops."""
+    score, lo, hi = scoring.normalised_score(u, u0, uref)
+    d, dlo, dhi = scoring.paired_diff_ci(u, floor)
+    return {
+        "task": task,
+        "price": factor,
+        "stopper": name,
+        "seeds": seeds,
+        "score": [round(score, 3), round(lo, 3), round(hi, 3)],
+        "vs_best_floor": [round(d, 3), round(dlo, 3), round(dhi, 3)],
+        "recall_after_peak": round(metrics["recall_after_peak"], 3),
+        "stops_before_peak_frac": round(metrics["stops_before_peak_frac"], 3),
+        "fpr_rlhf": round(metrics["fpr_rlhf"], 3),
+        "delta_jct_pct": round(djct, 1),
+    }
+
+
 def cmd_score(args: argparse.Namespace) -> None:
-    """Score every model on every task and price; print one JSON line per model."""
+    """Score every model on every task and price; print one JSON line per stopper.
+
+    With ``--per-seed FILE`` the per-seed utilities of NoStop, the best floor and Bayes
+    are written to FILE (or, if it exists, read from it: only the models then play).
+    """
     seeds = list(range(args.seed_base, args.seed_base + args.test_seeds))
     models = [m for m in args.models.split(",") if m]
+    saved = {}
+    if args.per_seed and Path(args.per_seed).exists():
+        saved = json.loads(Path(args.per_seed).read_text())
     for task in args.tasks.split(","):
         for factor in (float(f) for f in args.prices.split(",")):
             kw = scoring.env_kwargs(task, factor)
-            best = scoring.best_floor(scoring.tune_floors(kw, scoring.VALIDATION_SEEDS))
-            stoppers = [
-                scoring.Stopper(scoring.NOSTOP, "NoStop", scoring.NoStop()),
-                scoring.Stopper(
-                    scoring.BEST_FLOOR, f"Best floor ({best.family.label})", best.policy
-                ),
-                *(scoring.StopperSpec(m, ConditionedSource(m)).build(task, kw) for m in models),
-                scoring.reference_stopper(kw),
-            ]
+            key = f"{task}@{factor:g}/{seeds[0]}+{len(seeds)}"
             t0 = time.process_time()
-            rows = scoring.score_task(task, factor, kw, stoppers, seeds)
-            cpu = time.process_time() - t0
-            floor = [u for u, _, _ in rows[1].per_seed]
-            for r in rows:
-                u = [x for x, _, _ in r.per_seed]
-                d, lo, hi = scoring.paired_diff_ci(u, floor)
-                m = r.metrics
-                print(
-                    json.dumps(
-                        {
-                            "task": task,
-                            "price": factor,
-                            "stopper": r.stopper,
-                            "seeds": r.seeds,
-                            "score": [
-                                round(r.score, 3),
-                                round(r.score_lo, 3),
-                                round(r.score_hi, 3),
-                            ],
-                            "vs_best_floor": [round(d, 3), round(lo, 3), round(hi, 3)],
-                            "recall_after_peak": round(m["recall_after_peak"], 3),
-                            "stops_before_peak_frac": round(m["stops_before_peak_frac"], 3),
-                            "fpr_rlhf": round(m["fpr_rlhf"], 3),
-                            "delta_jct_pct": round(r.delta_jct_pct, 1),
-                        }
+            extra = [scoring.StopperSpec(m, ConditionedSource(m)).build(task, kw) for m in models]
+            if key in saved:
+                base = saved[key]
+                played = {
+                    st.name: [scoring.play({**kw, **st.env}, s, st.policy) for s in seeds]
+                    for st in extra
+                }
+                u0, uref, floor = base["NoStop"], base["Bayes"], base["floor"]
+                jct0 = base["jct0"]
+                for name, runs in played.items():
+                    u = [r["utility"] for r in runs]
+                    metrics = {
+                        k: float(np.nanmean([r[k] for r in runs]))
+                        for k in ("recall_after_peak", "stops_before_peak_frac", "fpr_rlhf")
+                    }
+                    jct = float(np.mean([r["mean_jct_h"] for r in runs]))
+                    line = _row(
+                        task,
+                        factor,
+                        name,
+                        len(seeds),
+                        u,
+                        u0,
+                        uref,
+                        floor,
+                        metrics,
+                        100.0 * (jct - jct0) / jct0,
                     )
-                )
+                    print(json.dumps(line))
+            else:
+                best = scoring.best_floor(scoring.tune_floors(kw, scoring.VALIDATION_SEEDS))
+                stoppers = [
+                    scoring.Stopper(scoring.NOSTOP, "NoStop", scoring.NoStop()),
+                    scoring.Stopper(
+                        scoring.BEST_FLOOR, f"Best floor ({best.family.label})", best.policy
+                    ),
+                    *extra,
+                    scoring.reference_stopper(kw),
+                ]
+                rows = scoring.score_task(task, factor, kw, stoppers, seeds)
+                floor = [u for u, _, _ in rows[1].per_seed]
+                for r in rows:
+                    u = [x for x, _, _ in r.per_seed]
+                    u0 = [x for _, x, _ in r.per_seed]
+                    uref = [x for _, _, x in r.per_seed]
+                    line = _row(
+                        task,
+                        factor,
+                        r.stopper,
+                        r.seeds,
+                        u,
+                        u0,
+                        uref,
+                        floor,
+                        r.metrics,
+                        r.delta_jct_pct,
+                    )
+                    print(json.dumps(line))
+                saved[key] = {
+                    "NoStop": [x for _, x, _ in rows[0].per_seed],
+                    "Bayes": [x for _, _, x in rows[0].per_seed],
+                    "floor": floor,
+                    "floor_name": rows[1].stopper,
+                    "jct0": rows[0].metrics["mean_jct_h"],
+                }
+            cpu = time.process_time() - t0
             print(json.dumps({"task": task, "price": factor, "scoring_cpu_s": round(cpu, 1)}))
+    if args.per_seed:
+        Path(args.per_seed).write_text(json.dumps(saved))
 
 
 def main() -> None:
@@ -142,6 +203,9 @@ def main() -> None:
     s.add_argument("--tasks", default="hard-0.05,hard-0.12")
     s.add_argument("--prices", default="1")
     s.add_argument("--test-seeds", type=int, default=30)
+    s.add_argument(
+        "--per-seed", default=None, help="JSON file of the baselines' per-seed utilities"
+    )
     s.add_argument(
         "--seed-base", type=int, default=0, help="first seed (development: 5000, not a test seed)"
     )
