@@ -13,6 +13,7 @@ import argparse
 import json
 from typing import Any
 
+from baselines.training.conditioning import CONDITIONS
 from baselines.training.train import POLICIES, VECS
 from baselines.training.zoo import ALGOS
 
@@ -97,6 +98,13 @@ def add_train_parser(sub: Any) -> None:
         help="train on a benchmark task (e.g. hard-0.05: evalstop_gym.suite_task's env "
         "arguments); environment flags given too override it",
     )
+    t.add_argument(
+        "--condition",
+        choices=CONDITIONS,
+        default="none",
+        help="what the model sees beside the boundary fields: task = the eval noise, GPU-hour "
+        "price and evals per run; task+summary = also statistics of the eval history",
+    )
     add_env_arguments(t)
     t.set_defaults(func=cmd_train)
 
@@ -133,6 +141,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         hyperparams=args.hyperparams,
         keep_best=not args.last,
         vec=args.vec,
+        condition=args.condition,
     )
     res = train(config)
     print(

@@ -50,6 +50,8 @@ class ReproduceOptions:
         real_curves: Run E7 (None: if selected by ``experiments``).
         curves: E7's corpus (JSONL); generated into ``OUT/curves`` if None.
         deprioritisation: Run E10 (None: if selected by ``experiments``).
+        cluster_learned: Run E13, the learned cluster-level stopper (None: only if named in
+            ``experiments``).
         extra_stoppers: More stoppers that E8 and E7's scores score beside their own
             (:class:`~evalstop_experiments.scoring.StopperSpec`: picklable, so they
             reach worker processes like everything else).
@@ -72,6 +74,7 @@ class ReproduceOptions:
     real_curves: bool | None = None
     curves: str | None = None
     deprioritisation: bool | None = None
+    cluster_learned: bool | None = None
     extra_stoppers: tuple[StopperSpec, ...] = ()
 
     def __post_init__(self) -> None:

@@ -30,6 +30,7 @@ from evalstop_gym.envs import EvalStopEnv
 from evalstop_gym.fileio import write_hash_record
 
 from ..learned import RECURRENT_ALGOS, algo_class, write_meta
+from .conditioning import check_condition, make_conditioned_env
 from .zoo import ENV_WRAPPERS, check_algo, load_hyperparams, load_zoo_config
 
 #: Episode metrics Monitor writes to its CSV at the end of each episode.
@@ -109,10 +110,17 @@ class TrainConfig:
     :class:`baselines.training.domain_random.DomainRandomised`) that replaces the training
     envs' ``EvalStop-v0`` (the zoo wrapper still wraps it) and the periodic evaluation's;
     ``env_kwargs`` then only gives the observation the model records."""
+    condition: str = "none"
+    """What the model sees beside the boundary fields (:data:`~baselines.training.conditioning.CONDITIONS`):
+    ``none``; ``task`` adds the task's eval noise, GPU-hour price and evals per run (the
+    ``task`` field); ``task+summary`` also a few statistics of the eval history (the
+    ``summary`` field).  Play such a model through
+    :class:`~baselines.training.conditioning.Conditioned` (or ``ConditionedSource``)."""
 
     def __post_init__(self) -> None:
         """Refuse an unknown algorithm, policy or vector env and a budget below one."""
         check_algo(self.algo)
+        check_condition(self.condition)
         if self.policy not in POLICIES:
             raise ValueError(
                 f"policy={self.policy!r} is not allowed: 'multi' (Dict obs) or 'mlp' (flattened)"
@@ -160,6 +168,16 @@ def train(
         n_envs=int(zoo["n_envs"]) if config.n_envs is None else config.n_envs,
         env_kwargs={**zoo.get("env_kwargs", {}), **(config.env_kwargs or {})},
     )
+    if config.condition != "none":
+        config = dataclasses.replace(
+            config,
+            make_base_env=functools.partial(
+                make_conditioned_env,
+                config.env_kwargs,
+                config.condition == "task+summary",
+                config.make_base_env,
+            ),
+        )
     torch.set_num_threads(1)
     # One env built only to read the task's config and spaces.
     probe = EvalStopEnv(**config.env_kwargs)
@@ -240,6 +258,7 @@ def train(
             "n_envs": config.n_envs,
             "env_wrapper": wrapper,
             "train_env": None if config.make_base_env is None else repr(config.make_base_env),
+            "condition": config.condition,
             "eval_episodes": "job" if recurrent else "cluster",
             "hyperparams": hp,
             "label": config.label,

@@ -11,7 +11,17 @@ A new experiment is a module exporting its ``Experiment`` and one line here.
 from __future__ import annotations
 
 from ..plan import Experiment
-from . import deprioritisation, generalisation, learned, paper, pools, real_curves, signals, suite
+from . import (
+    cluster_learned,
+    deprioritisation,
+    generalisation,
+    learned,
+    paper,
+    pools,
+    real_curves,
+    signals,
+    suite,
+)
 
 EXPERIMENTS: tuple[Experiment, ...] = (
     *paper.PAPER,
@@ -23,6 +33,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     deprioritisation.EXPERIMENT,
     generalisation.EXPERIMENT,
     signals.EXPERIMENT,
+    cluster_learned.EXPERIMENT,
 )
 
 #: The experiments in REPORT.md's order (by number; E7's scores after E7).
