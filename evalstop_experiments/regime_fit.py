@@ -174,3 +174,61 @@ def run(args: argparse.Namespace) -> int:
     fit = fit_regime(args.corpus, args.calibration, runs=args.runs, reps=args.reps, seed=args.seed)
     print(format_fit(fit))
     return 0 if fit.ok else 1
+
+
+#: The name of a prior refitted on a corpus's train runs (:func:`fit_prior`).
+REFIT_NAME = "refit-train"
+
+
+def fit_prior(corpus: str | None = None, side: str = "train", base: str = "grounded") -> Any:
+    """A ``rise-decline`` calibration refitted on one side of a corpus's split, in env units.
+
+    The runs of ``side`` of :func:`evalstop_gym.corpus.split.split_runs` (never the test
+    runs when ``side="train"``), mapped by the corpus's common map
+    (:class:`evalstop_gym.sim.real_curves.CorpusMap`), set the ranges a Bayes prior
+    reads off a curve directly, each the runs' 10-90 % quantile range: the start
+    (``rlhf_base``), the gain (``rlhf_amplitude``), a hacking run's loss from peak to
+    end in gains (``hack_drop``), a healthy run's (``healthy_drop``, from 0) and a
+    hacking run's peak position (``hack_onset``, from 0.1 before it).  The rise
+    constants and everything else are ``base``'s.
+    """
+    from dataclasses import replace
+
+    from evalstop_gym.corpus.split import select, split_runs
+    from evalstop_gym.sim.real_curves import corpus_map
+
+    path = corpus or str(corpus_path(TRL_CORPUS))
+    traces = read_traces(path, min_checkpoints=2)
+    runs = select(traces, split_runs(traces), side)
+    cmap = corpus_map(path)
+    starts, gains, drops, peaks, healthy = [], [], [], [], []
+    for t in runs:
+        assert t.gold is not None
+        g = cmap.evals(t.gold)
+        gain = float(g.max() - g[0])
+        starts.append(float(g[0]))
+        gains.append(gain)
+        rel = float(g.max() - g[-1]) / gain if gain > 0 else 0.0
+        if t.label:
+            drops.append(rel)
+            peaks.append(float(t.step[int(np.argmax(g))] / t.step[-1]))
+        else:
+            healthy.append(rel)
+    if not drops or not healthy:
+        raise ConfigError("corpus", path, f"a {side} side with hacking and healthy runs")
+
+    def q(x: list[float], lo: float = 0.1, hi: float = 0.9) -> tuple[float, float]:
+        a, b = np.quantile(x, [lo, hi])
+        return float(a), float(b)
+
+    drop = q(drops)
+    onset = q(peaks)
+    return replace(
+        get_calibration(base),
+        name=REFIT_NAME,
+        rlhf_base=q(starts),
+        rlhf_amplitude=(max(q(gains)[0], 1e-3), max(q(gains)[1], 2e-3)),
+        hack_drop=(max(drop[0], 0.05), max(drop[1], 0.1)),
+        healthy_drop=(0.0, max(q(healthy)[1], 0.0)),
+        hack_onset=(max(onset[0] - 0.1, 0.0), min(max(onset[1], onset[0]), 1.0)),
+    )

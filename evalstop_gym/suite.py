@@ -66,8 +66,10 @@ CORPUS_TASKS: dict[str, str] = {
 #: Corpus tasks whose corpus ships with the package (used when no path is given).
 PACKAGED_TASKS: dict[str, str] = {"trl-gao": "trl_gao"}
 #: Held-out real-run tasks and the packaged corpus each replays: one common map for the
-#: corpus, fresh measurement noise every episode, and one side of the corpus's fixed
-#: train/test split (``split=``: "test" to score, "train" to tune and train).
+#: corpus, fresh measurement noise every episode, each job's run warped in time and its
+#: gain jittered by the corpus's own between-run spreads (fresh noise alone leaves a
+#: stopper that memorised the shipped runs ahead of every fair one), and one side of the
+#: corpus's fixed train/test split (``split=``: "test" to score, "train" to tune and train).
 HELDOUT_TASKS: dict[str, str] = {"trl-heldout": "trl_gao"}
 #: The env settings every held-out task adds to :data:`TASK_DEFAULTS`.
 HELDOUT_SETTINGS: dict[str, Any] = {
@@ -75,6 +77,8 @@ HELDOUT_SETTINGS: dict[str, Any] = {
     "eval_noise": 0.0,
     "curve_scale": "corpus",
     "curve_noise": "fresh",
+    "curve_warp": 1.0,
+    "curve_jitter": 1.0,
 }
 #: The side of the split a held-out task plays unless told.
 HELDOUT_DEFAULT_SPLIT = "test"

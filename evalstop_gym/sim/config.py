@@ -97,6 +97,8 @@ class SimConfig:
             measured eval sd, drawn per episode).
         curve_jitter: Per-job jitter of the map, in units of the corpus's
             between-run spread of starts and log gains (default 0: none).
+        curve_warp: Per-job time warp of a corpus run, in units of the corpus's
+            between-run spread of log peak positions (default 0: none).
         deliver: Which checkpoint a job that runs to the end delivers:
             ``"final"`` (default, the paper's setting) or ``"best"`` (its best
             observed one, as a practitioner keeps; a stopped job always
@@ -135,6 +137,7 @@ class SimConfig:
     curve_split: str = "all"
     curve_noise: str = "recorded"
     curve_jitter: float = 0.0
+    curve_warp: float = 0.0
     deliver: str = "final"
     pools: dict[str, int] | str | None = None
     placement: str = "first-fit"
@@ -154,6 +157,7 @@ class SimConfig:
             "restore_h",
             "eval_cost_h",
             "curve_jitter",
+            "curve_warp",
         ):
             object.__setattr__(self, name, _plain(getattr(self, name)))
         if not is_integer(self.num_gpus) or not 1 <= self.num_gpus <= MAX_GPUS:
@@ -226,8 +230,9 @@ class SimConfig:
             if not isinstance(v, str) or v not in allowed:
                 raise ConfigError(name, v, f"one of {list(allowed)}")
         check_real("curve_jitter", self.curve_jitter, 0.0, MAX_CURVE_JITTER, "a jitter in spreads")
+        check_real("curve_warp", self.curve_warp, 0.0, MAX_CURVE_JITTER, "a warp in spreads")
         if self.curves is None:
-            for name in ("curve_scale", "curve_split", "curve_noise", "curve_jitter"):
+            for name in ("curve_scale", "curve_split", "curve_noise", "curve_jitter", "curve_warp"):
                 default = type(self).__dataclass_fields__[name].default
                 if getattr(self, name) != default:
                     raise ConfigError(name, getattr(self, name), f"{default!r} without curves=PATH")

@@ -38,6 +38,12 @@ of its own: the start by ``jitter`` x the corpus's between-run sd of first gold
 values (mapped), the gain by a log-normal factor of sd ``jitter`` x the
 between-run sd of log gains.  The spread is the corpus's own, so a jittered run
 looks like another run of the corpus; its level no longer names the run.
+
+Warp: ``curve_warp`` (default 0) moves each RLHF job's run in time: checkpoint
+progress p replays the run at p ** g, with log g normal of sd ``warp`` x the
+corpus's between-run sd of the log peak positions of its hacking runs, so a
+recognised run no longer says when it will peak (its peak moves from q to
+q ** (1 / g); the spread is the corpus's own).
 """
 
 from __future__ import annotations
@@ -90,6 +96,7 @@ class CorpusMap:
             constant: the loss then reads ``LOSS_START``).
         start_sd: Between-run sd of the first gold values, in eval units.
         log_gain_sd: Between-run sd of the log gold gains (runs that gain).
+        log_peak_sd: Between-run sd of the log peak positions of the hacking runs.
     """
 
     gold_start: float
@@ -98,6 +105,7 @@ class CorpusMap:
     loss_factor: float
     start_sd: float
     log_gain_sd: float
+    log_peak_sd: float = 0.0
 
     @classmethod
     def fit(cls, traces: tuple[CurveTrace, ...] | list[CurveTrace]) -> CorpusMap:
@@ -116,6 +124,10 @@ class CorpusMap:
         span = float(np.median(spans))
         factor = GAIN / gain
         rising = gains[gains > 0]
+        peaks = np.array(
+            [peak_progress(t.gold, t.step) for t in traces if t.label and t.gold is not None]
+        )
+        peaks = peaks[peaks > 0]
         return cls(
             gold_start=float(np.median(starts)),
             eval_factor=factor,
@@ -123,6 +135,7 @@ class CorpusMap:
             loss_factor=LOSS_SPAN / span if span > 0 else 0.0,
             start_sd=factor * float(np.std(starts)),
             log_gain_sd=float(np.std(np.log(rising))) if len(rising) > 1 else 0.0,
+            log_peak_sd=float(np.std(np.log(peaks))) if len(peaks) > 1 else 0.0,
         )
 
     def evals(self, x: np.ndarray) -> np.ndarray:
@@ -262,10 +275,13 @@ def apply_real_curves(
     split = "all" if config is None else config.curve_split
     noise = "recorded" if config is None else config.curve_noise
     jitter = 0.0 if config is None else float(config.curve_jitter)
-    if scale == "run" and noise == "recorded" and jitter == 0.0:
+    warp = 0.0 if config is None else float(config.curve_warp)
+    if scale == "run" and noise == "recorded" and jitter == 0.0 and warp == 0.0:
         _apply_per_run(curves, batch, path, eval_noise, rng, noise_rng, split)
     else:
-        _apply_common(curves, batch, path, eval_noise, rng, noise_rng, split, noise, jitter, scale)
+        _apply_common(
+            curves, batch, path, eval_noise, rng, noise_rng, split, noise, (jitter, warp), scale
+        )
 
 
 def _pool(
@@ -287,10 +303,11 @@ def _apply_common(
     noise_rng: np.random.Generator,
     split: str,
     noise: str,
-    jitter: float,
+    jitter_warp: tuple[float, float],
     scale: str,
 ) -> None:
-    """The options' replay: a common (or per-run) map, fresh noise, per-job jitter."""
+    """The options' replay: a common (or per-run) map, fresh noise, per-job jitter and warp."""
+    jitter, warp = jitter_warp
     hacking, healthy = load_corpus(path, split)
     cmap = corpus_map(path)
     k = curves.true_eval.shape[1]
@@ -300,13 +317,13 @@ def _apply_common(
     fresh = noise_rng.standard_normal(curves.obs_eval.shape) if noise == "fresh" else None
     shift = jitter * cmap.start_sd * rng.standard_normal(n) if jitter else np.zeros(n)
     stretch = np.exp(jitter * cmap.log_gain_sd * rng.standard_normal(n)) if jitter else np.ones(n)
+    power = np.exp(warp * cmap.log_peak_sd * rng.standard_normal(n)) if warp else np.ones(n)
     runs: list[str | None] = [None] * n
     for j in np.flatnonzero(batch.job_type == RLHF):
         pool = _pool(batch, j, path, hacking, healthy)
         t = pool[int(picks[j] * len(pool))]
         runs[j] = t.run_id
-        _, ev, loss, gold = resample(t, k)
-        assert gold is not None
+        ev, loss, gold = _warped(t, k, float(power[j]))
         if scale == "corpus":
             start, factor = cmap.gold_start, cmap.eval_factor
         else:
@@ -323,8 +340,21 @@ def _apply_common(
         else:
             curves.loss[j] = _run_loss(t, loss)
         curves.proxy[j] = np.nan if t.proxy is None else resample_proxy(t, k)
-        curves.peak_progress[j] = peak_progress(t.gold, t.step) if batch.hacking[j] else np.inf
+        peak = peak_progress(t.gold, t.step) ** (1.0 / float(power[j]))
+        curves.peak_progress[j] = peak if batch.hacking[j] else np.inf
     setattr(curves, RUN_IDS, runs)
+
+
+def _warped(t: CurveTrace, k: int, power: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(eval, loss, gold) of ``t`` at checkpoint progress (i / k) ** power (1: :func:`resample`)."""
+    if power == 1.0:
+        _, ev, loss, gold = resample(t, k)
+        assert gold is not None
+        return ev, loss, gold
+    assert t.gold is not None
+    x = t.step.astype(np.float64) / float(t.step[-1])
+    q = (np.arange(1, k + 1, dtype=np.float64) / k) ** power
+    return np.interp(q, x, t.eval), np.interp(q, x, t.loss), np.interp(q, x, t.gold)
 
 
 def _run_loss(t: CurveTrace, loss: np.ndarray) -> np.ndarray | float:
