@@ -16,6 +16,7 @@ from evalstop_experiments.regime_fit import REFIT_NAME, fit_prior
 from evalstop_gym.corpus import read_traces, write_traces
 from evalstop_gym.corpus.packaged import TRL_CORPUS, corpus_path
 from evalstop_gym.corpus.split import split_runs
+from evalstop_gym.errors import ConfigError
 from evalstop_gym.suite import is_heldout, suite_task, tuning_kwargs
 
 CORPUS = str(corpus_path(TRL_CORPUS))
@@ -94,5 +95,5 @@ def test_the_refitted_prior_reads_the_train_runs_only(tmp_path: Path) -> None:
     # the common map moves with the corpus's medians; the shape ranges do not
     for field in ("hack_drop", "healthy_drop", "hack_onset"):
         assert getattr(a, field) == pytest.approx(getattr(b, field))
-    with pytest.raises(Exception, match="side|split"):
+    with pytest.raises(ConfigError, match="split"):
         fit_prior(CORPUS, "validation")
