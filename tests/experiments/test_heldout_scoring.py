@@ -85,9 +85,7 @@ def test_score_on_the_heldout_task_is_against_the_curve_oracle(tmp_path: Path) -
 def test_the_refitted_prior_reads_the_train_runs_only(tmp_path: Path) -> None:
     traces = read_traces(CORPUS)
     test = set(split_runs(traces).test)
-    changed = [
-        dataclasses.replace(t, gold=t.gold * 3.0) if t.run_id in test else t for t in traces
-    ]
+    changed = [dataclasses.replace(t, gold=t.gold * 3.0) if t.run_id in test else t for t in traces]
     path = tmp_path / "changed.jsonl"
     write_traces(changed, path)
     a, b = fit_prior(CORPUS), fit_prior(str(path))
