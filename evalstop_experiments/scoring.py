@@ -814,16 +814,17 @@ def references(kw: dict[str, Any]) -> list[Stopper]:
 def refit_bayes(kw: dict[str, Any]) -> BayesStopper:
     """Bayes whose prior is refitted on a held-out task's train runs only.
 
-    The prior is :func:`evalstop_experiments.regime_fit.fit_prior` on the train side of
-    the corpus's split; the noise the corpus's measured eval sd of the train runs; the
-    price, workload, delivery and hack share the task's.
+    The prior is :func:`evalstop_experiments.regime_fit.fit_prior_on_task` on the
+    train runs as the task replays them (:func:`evalstop_gym.suite.tuning_kwargs`, on
+    :data:`VALIDATION_SEEDS`); the noise the corpus's measured eval sd of the train
+    runs; the price, workload, delivery and hack share the task's.
     """
-    from .regime_fit import fit_prior
+    from .regime_fit import fit_prior_on_task
 
     config = EvalStopConfig.from_kwargs(**kw)
     sim = config.sim_config
     return BayesStopper(
-        calibration=fit_prior(sim.curves, "train"),
+        calibration=fit_prior_on_task(tuning_kwargs(kw), VALIDATION_SEEDS),
         eval_noise=corpus_eval_noise(sim.curves, "train"),
         gpu_hour_price=config.gpu_hour_price,
         workload=sim.workload,
