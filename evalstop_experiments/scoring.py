@@ -9,8 +9,12 @@ scored by
 with U the episode's utility (the env's return), U0 NoStop's (a practitioner
 who runs every job to the end and keeps its best eval checkpoint) and Uref the
 reference: the Bayes stopper on synthetic tasks, the privileged Oracle on
-corpus tasks (named in every row, :class:`Reference`).  The 95 % interval is a
-paired percentile bootstrap over seeds.  ΔJCT (mean JCT against NoStop's, %) is
+corpus tasks, the privileged CurveOracle on held-out real-run tasks
+(``trl-heldout``; named in every row, :class:`Reference`).  The 95 % interval is
+a paired percentile bootstrap over seeds; on a held-out task it is a bootstrap
+over its test runs (:func:`run_bootstrap_score`: every job that replays a run
+moves with it), and its floors tune on its train runs
+(:func:`evalstop_gym.suite.tuning_kwargs`).  ΔJCT (mean JCT against NoStop's, %) is
 given beside each score: the utility counts a job's own GPU-hours, not the
 queueing its stop spares the others.
 
@@ -932,7 +936,7 @@ def score(
             :class:`StopperSpec`, or a spec string: ``module:Class``,
             ``path/to/file.py:Class`` (built with no arguments), ``pretrained:NAME``
             or ``model:PATH``.
-        task: A suite task (``hard-0.12``, ``paper-0.05``, ``trl-gao``, ...).
+        task: A suite task (``hard-0.12``, ``paper-0.05``, ``trl-gao``, ``trl-heldout``, ...).
         seeds: Test seeds; NoStop and the reference play the same ones.  The default,
             30, is the fewest the benchmark reports a score on; tune your stopper on
             other seeds (the suite's floors tune on :data:`VALIDATION_SEEDS`).
@@ -950,7 +954,8 @@ def score(
 
     Returns:
         One :class:`ScoreRow` per price: the score against :class:`Reference`
-        (Bayes on synthetic tasks, the Oracle on corpus tasks) with its 95 % CI,
+        (Bayes on synthetic tasks, the Oracle on corpus tasks, the CurveOracle on
+        held-out tasks, whose CI is over test runs) with its 95 % CI,
         U − U0 with its CI, ΔJCT and the honest metrics.
     """
     if not isinstance(isolated, bool):
