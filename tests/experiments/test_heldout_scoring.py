@@ -95,3 +95,19 @@ def test_the_refitted_prior_reads_the_train_runs_only(tmp_path: Path) -> None:
         assert getattr(a, field) == pytest.approx(getattr(b, field))
     with pytest.raises(ConfigError, match="split"):
         fit_prior(CORPUS, "validation")
+
+
+def test_the_refitted_bayes_is_fitted_on_the_train_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalstop_experiments import regime_fit
+
+    seen: list[dict] = []
+    real = regime_fit.fit_prior_on_task
+
+    def spy(kw: dict, seeds: object, base: str = "hard") -> object:
+        seen.append(kw)
+        return real(kw, list(seeds)[:2], base)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(regime_fit, "fit_prior_on_task", spy)
+    bayes = scoring.refit_bayes(scoring.env_kwargs("trl-heldout", 1.0, 20))
+    assert seen[0]["curve_split"] == "train"
+    assert bayes.config["calibration"] == REFIT_NAME
