@@ -174,3 +174,101 @@ def run(args: argparse.Namespace) -> int:
     fit = fit_regime(args.corpus, args.calibration, runs=args.runs, reps=args.reps, seed=args.seed)
     print(format_fit(fit))
     return 0 if fit.ok else 1
+
+
+#: The name of a prior refitted on a corpus's train runs (:func:`fit_prior`).
+REFIT_NAME = "refit-train"
+
+
+def fit_prior(corpus: str | None = None, side: str = "train", base: str = "hard") -> Any:
+    """A ``rise-decline`` calibration refitted on one side of a corpus's split, in env units.
+
+    The runs of ``side`` of :func:`evalstop_gym.corpus.split.split_runs` (never the test
+    runs when ``side="train"``), mapped by the corpus's common map
+    (:class:`evalstop_gym.sim.real_curves.CorpusMap`) and resampled at ``base``'s
+    checkpoints, set the ranges :func:`prior_from_curves` reads off them.
+    """
+    from evalstop_gym.corpus.split import select, split_runs
+    from evalstop_gym.sim.real_curves import corpus_map
+
+    path = corpus or str(corpus_path(TRL_CORPUS))
+    traces = read_traces(path, min_checkpoints=2)
+    runs = select(traces, split_runs(traces), side)
+    cmap = corpus_map(path)
+    k = get_calibration(base).evals_per_job
+    grid = np.arange(0, k + 1) / k
+    curves = np.array([cmap.evals(np.interp(grid, t.step / t.step[-1], t.gold)) for t in runs])
+    labels = np.array([bool(t.label) for t in runs])
+    if labels.all() or not labels.any():
+        raise ConfigError("corpus", path, f"a {side} side with hacking and healthy runs")
+    return prior_from_curves(curves, labels, grid, base)
+
+
+def fit_prior_on_task(kw: dict[str, Any], seeds: Any, base: str = "hard") -> Any:
+    """:func:`prior_from_curves` on the true RLHF curves of episodes of env kwargs ``kw``.
+
+    For a held-out task pass its *train* kwargs (``evalstop_gym.suite.tuning_kwargs``):
+    the curves are then the train runs as that task replays them (its map, warp and
+    jitter included), on validation seeds.
+    """
+    import gymnasium as gym
+
+    from evalstop_gym.sim.workloads import RLHF
+
+    curves, labels = [], []
+    for seed in seeds:
+        env = gym.make("EvalStop-v0", disable_env_checker=True, **kw)
+        try:
+            env.reset(seed=int(seed))
+            sim = env.unwrapped.sim  # type: ignore[attr-defined]
+            rl = np.flatnonzero(sim.batch.job_type == RLHF)
+            curves.append(sim.curves.true_eval[rl])
+            labels.append(sim.batch.hacking[rl].astype(bool))
+        finally:
+            env.close()
+    c, y = np.concatenate(curves), np.concatenate(labels)
+    k = c.shape[1]
+    return prior_from_curves(c, y, np.arange(1, k + 1) / k, base)
+
+
+def prior_from_curves(
+    curves: np.ndarray,
+    labels: np.ndarray,
+    progress: np.ndarray,
+    base: str = "hard",
+    healthy_drop: bool = False,
+) -> Any:
+    """A ``rise-decline`` calibration whose ranges are these curves' 10-90 % quantile ranges.
+
+    The start (``rlhf_base``), the gain (``rlhf_amplitude``), a hacking run's loss from
+    peak to end in gains (``hack_drop``) and a hacking run's peak position
+    (``hack_onset``, from 0.1 before it); with ``healthy_drop`` a healthy run's loss
+    too (from 0).  The rise constants and everything else are ``base``'s.  The
+    healthy decline is left out by default: on the held-out task's train runs (its
+    validation seeds) Bayes with it refitted scores 0.38 of the CurveOracle, without
+    it 0.47 (with ``hard``'s prior 0.36): a prior that expects healthy runs to sag
+    stops them on noise.
+    """
+    from dataclasses import replace
+
+    starts = curves[:, 0]
+    peak = curves.max(axis=1)
+    gains = peak - starts
+    rel = np.where(gains > 0, (peak - curves[:, -1]) / np.maximum(gains, 1e-12), 0.0)
+    peaks = progress[np.argmax(curves, axis=1)]
+
+    def q(x: np.ndarray) -> tuple[float, float]:
+        a, b = np.quantile(x, [0.1, 0.9])
+        return float(a), float(b)
+
+    drop, onset, gain = q(rel[labels]), q(peaks[labels]), q(gains)
+    cal = get_calibration(base)
+    return replace(
+        cal,
+        name=REFIT_NAME,
+        rlhf_base=q(starts),
+        rlhf_amplitude=(max(gain[0], 1e-3), max(gain[1], 2e-3)),
+        hack_drop=(max(drop[0], 0.05), max(drop[1], 0.1)),
+        healthy_drop=(0.0, max(q(rel[~labels])[1], 0.0)) if healthy_drop else cal.healthy_drop,
+        hack_onset=(max(onset[0] - 0.1, 0.0), min(max(onset[1], onset[0]), 1.0)),
+    )

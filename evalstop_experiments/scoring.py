@@ -9,8 +9,12 @@ scored by
 with U the episode's utility (the env's return), U0 NoStop's (a practitioner
 who runs every job to the end and keeps its best eval checkpoint) and Uref the
 reference: the Bayes stopper on synthetic tasks, the privileged Oracle on
-corpus tasks (named in every row, :class:`Reference`).  The 95 % interval is a
-paired percentile bootstrap over seeds.  ΔJCT (mean JCT against NoStop's, %) is
+corpus tasks, the privileged CurveOracle on held-out real-run tasks
+(``trl-heldout``; named in every row, :class:`Reference`).  The 95 % interval is
+a paired percentile bootstrap over seeds; on a held-out task it is a bootstrap
+over its test runs (:func:`run_bootstrap_score`: every job that replays a run
+moves with it), and its floors tune on its train runs
+(:func:`evalstop_gym.suite.tuning_kwargs`).  ΔJCT (mean JCT against NoStop's, %) is
 given beside each score: the utility counts a job's own GPU-hours, not the
 queueing its stop spares the others.
 
@@ -66,14 +70,16 @@ from baselines.curve_oracle import CurveOracle
 from baselines.evaluate import play_episode
 from baselines.floors import FLOOR_FAMILIES, EpisodeArrays, Family, FirstEvalGate, utilities
 from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
+from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.envs.core import BOUNDS
 from evalstop_gym.envs.evalstop import EvalStopEnv
 from evalstop_gym.envs.tables import observation_rows
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_open, atomic_write
 from evalstop_gym.sim.metrics import stop_values
+from evalstop_gym.sim.real_curves import corpus_eval_noise, job_runs
 from evalstop_gym.sim.workloads import JOB_TYPES
-from evalstop_gym.suite import suite_task
+from evalstop_gym.suite import is_heldout, suite_task, tuning_kwargs
 
 from .stats import seed_blocks
 
@@ -95,9 +101,15 @@ class JobObs:
     values: np.ndarray  # (K,) utility term if the job ends after checkpoint i
 
 
-def env_kwargs(task: str, factor: float = 1.0, n_jobs: int | None = None, curves=None) -> dict:
-    """The task's env kwargs at ``factor`` x the suite's price."""
-    kw = suite_task(task, curves=curves)
+def env_kwargs(
+    task: str,
+    factor: float = 1.0,
+    n_jobs: int | None = None,
+    curves=None,
+    split: str | None = None,
+) -> dict:
+    """The task's env kwargs at ``factor`` x the suite's price (``split``: a held-out task's side)."""
+    kw = suite_task(task, curves=curves, split=split)
     kw["gpu_hour_price"] = kw["gpu_hour_price"] * factor
     if n_jobs is not None:
         kw["n_jobs"] = n_jobs
@@ -322,16 +334,113 @@ def stop_positions(record: Any) -> tuple[np.ndarray, np.ndarray]:
     return end[hack] - record.peak_progress[hack], end[~hack]
 
 
-def play(kw: dict[str, Any], seed: int, policy: Policy | None) -> dict[str, Any]:
+def play(
+    kw: dict[str, Any],
+    seed: int,
+    policy: Policy | None,
+    job_terms: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One episode of ``policy`` (None: the privileged Oracle): utility, metrics, stop positions.
 
     The episode is :func:`baselines.evaluate.play_episode`'s (the policy sees
     observations only, and a copy of the observation space); ``stop_positions``
-    holds :func:`stop_positions` of its record.
+    holds :func:`stop_positions` of its record.  ``job_terms``: the task's env kwargs,
+    to add ``row["job_terms"]``, each job's utility term V_end − V_1 (they sum to the
+    utility), which a held-out task's bootstrap over runs groups by run.
     """
     row, record = play_episode(policy, seed, kw)
     row["stop_positions"] = stop_positions(record)
+    if job_terms is not None:
+        values = episode_arrays(job_terms, seed).values
+        rows = np.arange(len(record.ckpt_done))
+        row["job_terms"] = values[rows, record.ckpt_done - 1] - values[:, 0]
     return row
+
+
+def episode_job_runs(kw: dict[str, Any], seed: int) -> list[str | None]:
+    """The corpus run each job of an episode replays (None: a synthetic job)."""
+    key = _price_free_key(kw)
+    return list(_job_runs(key, seed)) if key is not None else list(_read_job_runs(kw, seed))
+
+
+@functools.lru_cache(maxsize=256)
+def _job_runs(key: tuple, seed: int) -> tuple[str | None, ...]:
+    return _read_job_runs(dict(key), seed)
+
+
+def _read_job_runs(kw: dict[str, Any], seed: int) -> tuple[str | None, ...]:
+    env = gym.make("EvalStop-v0", disable_env_checker=True, **kw)
+    try:
+        env.reset(seed=seed)
+        return tuple(job_runs(env.unwrapped.sim.curves))  # type: ignore[attr-defined]
+    finally:
+        env.close()
+
+
+@dataclass(frozen=True)
+class UnitSums:
+    """A stopper's utility terms summed per bootstrap unit of a held-out task.
+
+    Attributes:
+        runs: ``{run_id: sum over seeds of its RLHF jobs' terms}`` (the test runs).
+        seeds: (S,) each seed's sum over its synthetic (LoRA/DPO) jobs.
+    """
+
+    runs: dict[str, float]
+    seeds: np.ndarray
+
+
+def unit_sums(groups: Sequence[Sequence[str | None]], terms: Sequence[np.ndarray]) -> UnitSums:
+    """Sum per-job terms by the run each job replays, and the synthetic jobs by seed."""
+    runs: dict[str, float] = {}
+    seeds = np.zeros(len(terms))
+    for s, (group, t) in enumerate(zip(groups, terms)):
+        for run, v in zip(group, t):
+            if run is None:
+                seeds[s] += float(v)
+            else:
+                runs[run] = runs.get(run, 0.0) + float(v)
+    return UnitSums(runs, seeds)
+
+
+def _boot_weights(n_runs: int, n_seeds: int, n_boot: int, seed: int) -> tuple[np.ndarray, ...]:
+    """(B, R) and (B, S) multiplicities of resampled runs and seeds."""
+    rng = np.random.default_rng(seed)
+    wr = rng.multinomial(n_runs, np.full(n_runs, 1 / n_runs), size=n_boot)
+    ws = rng.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), size=n_boot)
+    return wr, ws
+
+
+def run_bootstrap_score(
+    u: UnitSums, u0: UnitSums, uref: UnitSums, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """(score, low, high): the normalised score and its 95 % bootstrap CI over runs.
+
+    Each replicate resamples the test runs (every job that replays a run moves with
+    it) and, apart, the seeds for the synthetic jobs; the three stoppers' sums are
+    paired by unit.  The point score is the plain ratio of sums.
+    """
+    names = sorted(set(u.runs) | set(u0.runs) | set(uref.runs))
+    num_r = np.array([u.runs.get(r, 0.0) - u0.runs.get(r, 0.0) for r in names])
+    den_r = np.array([uref.runs.get(r, 0.0) - u0.runs.get(r, 0.0) for r in names])
+    num_s, den_s = u.seeds - u0.seeds, uref.seeds - u0.seeds
+    score = float((num_r.sum() + num_s.sum()) / (den_r.sum() + den_s.sum()))
+    wr, ws = _boot_weights(len(names), len(num_s), n_boot, seed)
+    boot = (wr @ num_r + ws @ num_s) / (wr @ den_r + ws @ den_s)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return score, float(lo), float(hi)
+
+
+def run_bootstrap_diff(
+    u: UnitSums, u0: UnitSums, n_seeds: int, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """The 95 % CI over runs (and seeds, for the synthetic jobs) of mean_s(U − U0)."""
+    names = sorted(set(u.runs) | set(u0.runs))
+    num_r = np.array([u.runs.get(r, 0.0) - u0.runs.get(r, 0.0) for r in names])
+    num_s = u.seeds - u0.seeds
+    wr, ws = _boot_weights(len(names), len(num_s), n_boot, seed)
+    lo, hi = np.percentile((wr @ num_r + ws @ num_s) / n_seeds, [2.5, 97.5])
+    return float(lo), float(hi)
 
 
 def normalised_score(
@@ -371,10 +480,19 @@ class Reference(enum.Enum):
     BAYES = "Bayes"
     #: The privileged Oracle that sees the true curves (corpus tasks: no family describes them).
     ORACLE = "Oracle"
+    #: The privileged CurveOracle, knowing each run's curve but not its future noise
+    #: (held-out real-run tasks, whose evals carry fresh noise).
+    CURVE_ORACLE = "CurveOracle"
 
 
 def reference_for(kw: dict[str, Any]) -> Reference:
-    """The reference of a task's env kwargs: the Oracle on corpus tasks, Bayes on the others."""
+    """The reference of a task's env kwargs.
+
+    The CurveOracle on held-out real-run tasks (:func:`evalstop_gym.suite.is_heldout`),
+    the Oracle on the other corpus tasks, Bayes on synthetic ones.
+    """
+    if is_heldout(kw):
+        return Reference.CURVE_ORACLE
     return Reference.ORACLE if kw.get("curves") else Reference.BAYES
 
 
@@ -387,12 +505,18 @@ GAIN_TUNED, PATIENCE_TUNED, GATED_CUSUM_TUNED = "GainTuned", "PatienceTuned", "G
 LOSS_STALL_TUNED, BY_TYPE_TUNED = "LossStallTuned", "ByTypeTuned"
 #: The floor family with the best validation utility, and the curve-knowing reference.
 BEST_FLOOR, CURVE_ORACLE = "BestFloor", "CurveOracle"
+#: Bayes with a prior refitted on a held-out task's train runs (:func:`refit_bayes`).
+BAYES_REFIT = "BayesRefit"
 #: The floor families' kinds, in table order.
 FLOOR_KINDS: tuple[str, ...] = tuple(f.key for f in FLOOR_FAMILIES if f.floor)
 
 
 #: The stopper kind that plays each reference.
-REFERENCE_KIND = {Reference.BAYES: BAYES, Reference.ORACLE: ORACLE}
+REFERENCE_KIND = {
+    Reference.BAYES: BAYES,
+    Reference.ORACLE: ORACLE,
+    Reference.CURVE_ORACLE: CURVE_ORACLE,
+}
 
 
 @dataclass(frozen=True)
@@ -651,7 +775,8 @@ def suite_stoppers(
     its display name "Best floor (<family>)"), the tuned CUSUM, LossPlateau,
     EvalStop(k=2), the extra stoppers, then :func:`references`.
     """
-    tuned = tune_floors(kw, val_seeds)
+    # A held-out task's floors tune on its train runs (the validation seeds play them).
+    tuned = tune_floors(tuning_kwargs(kw), val_seeds)
     best = best_floor(tuned)
     floors = [t for t in tuned.values() if t.family.floor]
     return [
@@ -667,18 +792,58 @@ def suite_stoppers(
 
 
 def references(kw: dict[str, Any]) -> list[Stopper]:
-    """The Bayes stopper, the privileged CurveOracle and the privileged Oracle for these env kwargs."""
+    """The Bayes stopper, the privileged CurveOracle and the privileged Oracle for these env kwargs.
+
+    On a held-out task Bayes keeps the task's (``hard``) prior and assumes the corpus's
+    measured eval noise, and a second Bayes with a prior refitted on the train runs
+    (:func:`refit_bayes`) plays beside it.
+    """
+    if not is_heldout(kw):
+        return [
+            Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw)),
+            Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()),
+            Stopper(ORACLE, "Oracle", None),
+        ]
+    noise = corpus_eval_noise(kw["curves"], "train")
     return [
-        Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw)),
+        Stopper(
+            BAYES, "Bayes (hard prior)", BayesStopper.from_env_kwargs(kw, real_curve_noise=noise)
+        ),
+        Stopper(BAYES_REFIT, "Bayes (refitted on train runs)", refit_bayes(kw)),
         Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()),
         Stopper(ORACLE, "Oracle", None),
     ]
 
 
+def refit_bayes(kw: dict[str, Any]) -> BayesStopper:
+    """Bayes whose prior is refitted on a held-out task's train runs only.
+
+    The prior is :func:`evalstop_experiments.regime_fit.fit_prior_on_task` on the
+    train runs as the task replays them (:func:`evalstop_gym.suite.tuning_kwargs`, on
+    :data:`VALIDATION_SEEDS`); the noise the corpus's measured eval sd of the train
+    runs; the price, workload, delivery and hack share the task's.
+    """
+    from .regime_fit import fit_prior_on_task
+
+    config = EvalStopConfig.from_kwargs(**kw)
+    sim = config.sim_config
+    return BayesStopper(
+        calibration=fit_prior_on_task(tuning_kwargs(kw), VALIDATION_SEEDS),
+        eval_noise=corpus_eval_noise(sim.curves, "train"),
+        gpu_hour_price=config.gpu_hour_price,
+        workload=sim.workload,
+        deliver=sim.deliver,
+        hack_fraction=sim.hack_fraction,
+    )
+
+
 def reference_stopper(kw: dict[str, Any]) -> Stopper:
     """The stopper that plays these env kwargs' reference (:func:`reference_for`)."""
-    if reference_for(kw) is Reference.ORACLE:
+    ref = reference_for(kw)
+    if ref is Reference.ORACLE:
         return Stopper(ORACLE, "Oracle", None)
+    if ref is Reference.CURVE_ORACLE:
+        return Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle())
     return Stopper(BAYES, "Bayes", BayesStopper.from_env_kwargs(kw))
 
 
@@ -696,7 +861,11 @@ def score_task(
     ``positions``, if given, receives each stopper's stop positions pooled over
     seeds under ``(task, factor, display name)`` (see :func:`stop_positions`).
     """
-    runs = [[play({**kw, **st.env}, s, st.policy) for s in seeds] for st in stoppers]
+    heldout = is_heldout(kw)
+    runs = [
+        [play({**kw, **st.env}, s, st.policy, job_terms=kw if heldout else None) for s in seeds]
+        for st in stoppers
+    ]
     if positions is not None:
         for st, rs in zip(stoppers, runs):
             positions[(task, factor, st.name)] = tuple(  # type: ignore[assignment]
@@ -707,11 +876,22 @@ def score_task(
     u0 = [r["utility"] for r in by_kind[NOSTOP]]
     uref = [r["utility"] for r in by_kind[REFERENCE_KIND[ref]]]
     jct0 = np.mean([r["mean_jct_h"] for r in by_kind[NOSTOP]])
+    units = None
+    if heldout:
+        groups = [episode_job_runs(kw, s) for s in seeds]
+        t0 = [r["job_terms"] for r in by_kind[NOSTOP]]
+        tref = [r["job_terms"] for r in by_kind[REFERENCE_KIND[ref]]]
+        units = unit_sums(groups, t0), unit_sums(groups, tref)
     rows = []
     for st, rs in zip(stoppers, runs):
         u = [r["utility"] for r in rs]
         score_, lo, hi = normalised_score(u, u0, uref)
         diff, dlo, dhi = paired_diff_ci(u, u0)
+        if units is not None:
+            su = unit_sums(groups, [r["job_terms"] for r in rs])
+            _, lo, hi = run_bootstrap_score(su, units[0], units[1])
+            diff_runs = run_bootstrap_diff(su, units[0], len(seeds))
+            dlo, dhi = diff_runs
         mean = {k: _nanmean([r[k] for r in rs]) for k in METRIC_COLUMNS}
         rows.append(
             ScoreRow(
@@ -756,7 +936,7 @@ def score(
             :class:`StopperSpec`, or a spec string: ``module:Class``,
             ``path/to/file.py:Class`` (built with no arguments), ``pretrained:NAME``
             or ``model:PATH``.
-        task: A suite task (``hard-0.12``, ``paper-0.05``, ``trl-gao``, ...).
+        task: A suite task (``hard-0.12``, ``paper-0.05``, ``trl-gao``, ``trl-heldout``, ...).
         seeds: Test seeds; NoStop and the reference play the same ones.  The default,
             30, is the fewest the benchmark reports a score on; tune your stopper on
             other seeds (the suite's floors tune on :data:`VALIDATION_SEEDS`).
@@ -774,7 +954,8 @@ def score(
 
     Returns:
         One :class:`ScoreRow` per price: the score against :class:`Reference`
-        (Bayes on synthetic tasks, the Oracle on corpus tasks) with its 95 % CI,
+        (Bayes on synthetic tasks, the Oracle on corpus tasks, the CurveOracle on
+        held-out tasks, whose CI is over test runs) with its 95 % CI,
         U − U0 with its CI, ΔJCT and the honest metrics.
     """
     if not isinstance(isolated, bool):
@@ -980,6 +1161,13 @@ SCORE_LEGEND = (
     "reference's own gain over NoStop is not significant at that price (its 95 % CI "
     "reaches 0), so no ratio is shown (the CSV keeps it). ΔJCT: mean JCT against NoStop's."
 )
+#: What a held-out real-run table's intervals mean (added to :data:`SCORE_LEGEND`).
+HELDOUT_LEGEND = (
+    "Held-out real-run tasks (`ref` CurveOracle): floors and CUSUM tuned on the corpus's "
+    "train runs, scores on its test runs, each episode with fresh measurement noise; the "
+    "95 % interval is a bootstrap over test runs (every job replaying a run resampled with "
+    "it; the synthetic LoRA/DPO jobs by seed), not over seeds."
+)
 
 
 def write_scores(
@@ -1005,11 +1193,17 @@ def write_scores(
     atomic_write(
         md_path,
         f"# {title}\n\n{SCORE_LEGEND}\n\n"
+        + (f"{HELDOUT_LEGEND}\n\n" if _any_heldout(rows) else "")
         + markdown_table(rows)
         + (f"\n{notes}" if notes else "")
         + "".join(f"\n![{p.stem}]({p.name})\n" for p in figures),
     )
     return [csv_path, md_path]
+
+
+def _any_heldout(rows: Sequence[dict[str, Any]]) -> bool:
+    """Whether any row is normalised to the CurveOracle (a held-out real-run task's)."""
+    return any(r.get("reference") == Reference.CURVE_ORACLE.value for r in rows)
 
 
 def _key(r: dict[str, Any]) -> tuple[str, str]:

@@ -18,7 +18,11 @@ RLHF run at all" would decide the benchmark; at a quarter of it an average
 healthy run is worth four times its compute at 1x and still twice at 2x, so
 across the whole sweep (1/2x, 1x, 2x, :data:`PRICE_FACTORS`) running healthy
 jobs pays and what a stopper adds is the compute it frees from hacking runs.
-Rounded to two digits: 1.2e-3 (the env's default, 5e-4, is ~0.4x).  The
+Rounded to two digits: 1.2e-3 (the env's default, 5e-4, is ~0.4x).
+Held-out tasks (``"trl-heldout"``, :data:`HELDOUT_TASKS`) replay one side of a
+packaged corpus's fixed train/test split under one common map and fresh
+measurement noise (docs/CURVE_TRACES.md): ``suite_task("trl-heldout")`` is the
+test runs, ``suite_task("trl-heldout", split="train")`` the runs to tune on.  The
 ``grounded`` tasks (``"grounded-0.08"``: the regime fitted to real TRL runs,
 docs/CALIBRATION.md) take the rule's own value for their regime, 1.1e-3 (its
 healthy runs peak a little below base + A), and a 40 % hack share, the real
@@ -61,6 +65,23 @@ CORPUS_TASKS: dict[str, str] = {
 }
 #: Corpus tasks whose corpus ships with the package (used when no path is given).
 PACKAGED_TASKS: dict[str, str] = {"trl-gao": "trl_gao"}
+#: Held-out real-run tasks and the packaged corpus each replays: one common map for the
+#: corpus, fresh measurement noise every episode, each job's run warped in time and its
+#: gain jittered by the corpus's own between-run spreads (fresh noise alone leaves a
+#: stopper that memorised the shipped runs ahead of every fair one), and one side of the
+#: corpus's fixed train/test split (``split=``: "test" to score, "train" to tune and train).
+HELDOUT_TASKS: dict[str, str] = {"trl-heldout": "trl_gao"}
+#: The env settings every held-out task adds to :data:`TASK_DEFAULTS`.
+HELDOUT_SETTINGS: dict[str, Any] = {
+    "calibration": "hard",
+    "eval_noise": 0.0,
+    "curve_scale": "corpus",
+    "curve_noise": "fresh",
+    "curve_warp": 1.0,
+    "curve_jitter": 1.0,
+}
+#: The side of the split a held-out task plays unless told.
+HELDOUT_DEFAULT_SPLIT = "test"
 #: Settings every task shares.
 TASK_DEFAULTS: dict[str, Any] = {
     "workload": "heavy-rlhf",
@@ -122,21 +143,38 @@ def price_rule(calibration: str = "hard", workload: str = "heavy-rlhf") -> float
     return 0.25 * gain / get_workload(workload).profiles[RLHF].mean_gpu_hours()
 
 
-def suite_task(name: str, curves: str | None = None) -> dict[str, Any]:
+def suite_task(name: str, curves: str | None = None, split: str | None = None) -> dict[str, Any]:
     """The env kwargs (``gym.make("EvalStop-v0", **kwargs)``) of the named task.
 
     Args:
-        name: ``"<calibration>-<sigma>"`` (e.g. ``"hard-0.12"``) or a corpus task
-            (``"micro-rlhf"``, ``"trl-gao"``).
+        name: ``"<calibration>-<sigma>"`` (e.g. ``"hard-0.12"``), a corpus task
+            (``"micro-rlhf"``, ``"trl-gao"``) or a held-out task (``"trl-heldout"``,
+            :data:`HELDOUT_TASKS`).
         curves: For a corpus task, the corpus JSONL; default the path in the
             environment variable of :data:`CORPUS_TASKS` (make one with
             ``evalstop-gym curves generate --runs 60 --out DIR``), else the
-            shipped corpus of :data:`PACKAGED_TASKS`.
+            shipped corpus of :data:`PACKAGED_TASKS`.  A held-out task's corpus
+            is the packaged one it names, or the one given.
+        split: The side of the corpus's fixed train/test split
+            (:func:`evalstop_gym.corpus.split.split_runs`) the RLHF jobs replay:
+            ``"test"`` (a held-out task's default: its scores), ``"train"`` (for
+            tuning and training) or ``"all"`` (a corpus task's default).  Synthetic
+            tasks take none.
 
     Raises:
-        ConfigError: an unknown name, a bad sigma, or a corpus task without a corpus.
+        ConfigError: an unknown name, a bad sigma or split, or a corpus task without a corpus.
     """
     kw = dict(TASK_DEFAULTS, gpu_hour_price=SUITE_PRICE)
+    if split is not None and split not in ("all", "train", "test"):
+        raise ConfigError("split", split, "one of ['all', 'train', 'test'] (or None)")
+    if name in HELDOUT_TASKS:
+        from .corpus.packaged import corpus_path
+
+        path = curves or str(corpus_path(HELDOUT_TASKS[name]))
+        if not os.path.isfile(path):
+            raise ConfigError("curves", path, f"the corpus JSONL of task {name!r}")
+        kw.update(HELDOUT_SETTINGS, curves=str(path), curve_split=split or HELDOUT_DEFAULT_SPLIT)
+        return kw
     if name in CORPUS_TASKS:
         path = curves or os.environ.get(CORPUS_TASKS[name]) or _packaged(name)
         if not path or not os.path.isfile(path):
@@ -147,11 +185,17 @@ def suite_task(name: str, curves: str | None = None) -> dict[str, Any]:
                 f"{CORPUS_TASKS[name]} (evalstop-gym curves generate --runs 60 --out DIR)",
             )
         kw.update(calibration="hard", curves=str(path), eval_noise=0.0)
+        if split is not None and split != "all":
+            kw["curve_split"] = split
         return kw
     cal, sep, sigma = name.rpartition("-")
     allowed = f"'<calibration>-<sigma>' with calibration in {sorted(CALIBRATIONS)}"
     if not sep or cal not in CALIBRATIONS:
-        raise ConfigError("task", name, f"{allowed}, or one of {sorted(CORPUS_TASKS)}")
+        raise ConfigError(
+            "task", name, f"{allowed}, or one of {sorted([*CORPUS_TASKS, *HELDOUT_TASKS])}"
+        )
+    if split is not None:
+        raise ConfigError("split", split, f"None for the synthetic task {name!r} (no runs)")
     try:
         noise = float(sigma)
     except ValueError:
@@ -168,11 +212,27 @@ def task_env_id(name: str) -> str:
 
 
 def registered_tasks() -> tuple[str, ...]:
-    """Tasks with an env id of their own: :data:`SUITE_TASKS` and the shipped-corpus tasks."""
-    return (*SUITE_TASKS, *PACKAGED_TASKS)
+    """Tasks with an env id of their own: :data:`SUITE_TASKS`, shipped-corpus and held-out tasks.
+
+    A held-out task's id plays its test runs.
+    """
+    return (*SUITE_TASKS, *PACKAGED_TASKS, *HELDOUT_TASKS)
 
 
-def suite_config(name: str, curves: str | None = None) -> EvalStopConfig:
+def is_heldout(kw: dict[str, Any]) -> bool:
+    """Whether env kwargs replay one side of a corpus's split (a held-out task's)."""
+    return bool(kw.get("curves")) and kw.get("curve_split", "all") != "all"
+
+
+def tuning_kwargs(kw: dict[str, Any]) -> dict[str, Any]:
+    """The kwargs a stopper is tuned or trained on for a task: a held-out task's train runs.
+
+    Every other task's kwargs are returned unchanged (its floors tune on validation seeds).
+    """
+    return {**kw, "curve_split": "train"} if is_heldout(kw) else kw
+
+
+def suite_config(name: str, curves: str | None = None, split: str | None = None) -> EvalStopConfig:
     """The named task's whole env config: :func:`suite_task`'s kwargs, every default resolved.
 
     What a model of the task (``BayesStopper.for_task``) reads, so that it and
@@ -181,4 +241,4 @@ def suite_config(name: str, curves: str | None = None) -> EvalStopConfig:
     # Imported here: ``import evalstop_gym`` does not load the env classes.
     from .envs.config import EvalStopConfig
 
-    return EvalStopConfig.from_kwargs(**suite_task(name, curves))
+    return EvalStopConfig.from_kwargs(**suite_task(name, curves, split))

@@ -182,7 +182,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
              trace=None, trace_cluster=None, calibration="paper", curves=None,
              deliver="final", gpu_hour_price=5e-4, time_cost=0.01, quality_weight=1.0, render_mode=None,
              reward_timing="dense", pools=None, placement="first-fit", deprioritize=False,
-             costs="free", restore_h=None, eval_cost_h=None, scheduler_options={})
+             costs="free", restore_h=None, eval_cost_h=None, scheduler_options={},
+             curve_scale="run", curve_split="all", curve_noise="recorded", curve_jitter=0.0,
+             curve_warp=0.0)
     ```
 
     These are the fields of `EvalStopConfig` (`evalstop_gym.envs.config`: the
@@ -199,7 +201,9 @@ class EvalStopEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     it); `trace_cluster`: keep one virtual cluster.  `obs_fields`: a list or a
     comma-separated string of boundary fields.  `calibration`: `paper`, `hard` or
     `realistic` (see docs/CALIBRATION.md).  `curves`: a curve-trace corpus (JSONL,
-    docs/CURVE_TRACES.md) whose real runs replace the synthetic RLHF curves.
+    docs/CURVE_TRACES.md) whose real runs replace the synthetic RLHF curves;
+    `curve_scale`, `curve_split`, `curve_noise`, `curve_jitter`, `curve_warp`: how
+    they are mapped, which side of the corpus's split, recorded or fresh noise.
     `reward_timing`: `dense` (default; the utility paid decision by decision)
     or `delayed` (each job's utility paid when it leaves the cluster; utility
     mode only).  `pools`: a heterogeneous cluster, GPU type -> count (e.g.

@@ -87,6 +87,18 @@ class SimConfig:
         curves: Path of a curve-trace corpus (JSONL, see docs/CURVE_TRACES.md):
             RLHF jobs then run on its real curves, and ``eval_noise`` is extra
             noise on the measured eval (default 0).
+        curve_scale: How a corpus run is mapped into eval units: ``"run"``
+            (default: its own first gold value and gain) or ``"corpus"`` (one
+            common map fixed from the whole corpus, nothing of a run's future).
+        curve_split: Which runs of the corpus's fixed train/test split RLHF jobs
+            replay: ``"all"`` (default), ``"train"`` or ``"test"``.
+        curve_noise: A corpus run's observed eval: ``"recorded"`` (default: its
+            measured eval) or ``"fresh"`` (its gold plus fresh noise at its
+            measured eval sd, drawn per episode).
+        curve_jitter: Per-job jitter of the map, in units of the corpus's
+            between-run spread of starts and log gains (default 0: none).
+        curve_warp: Per-job time warp of a corpus run, in units of the corpus's
+            between-run spread of log peak positions (default 0: none).
         deliver: Which checkpoint a job that runs to the end delivers:
             ``"final"`` (default, the paper's setting) or ``"best"`` (its best
             observed one, as a practitioner keeps; a stopped job always
@@ -121,6 +133,11 @@ class SimConfig:
     trace_cluster: str | None = None
     eval_window: int | None = None
     curves: str | None = None
+    curve_scale: str = "run"
+    curve_split: str = "all"
+    curve_noise: str = "recorded"
+    curve_jitter: float = 0.0
+    curve_warp: float = 0.0
     deliver: str = "final"
     pools: dict[str, int] | str | None = None
     placement: str = "first-fit"
@@ -139,6 +156,8 @@ class SimConfig:
             "eval_window",
             "restore_h",
             "eval_cost_h",
+            "curve_jitter",
+            "curve_warp",
         ):
             object.__setattr__(self, name, _plain(getattr(self, name)))
         if not is_integer(self.num_gpus) or not 1 <= self.num_gpus <= MAX_GPUS:
@@ -198,14 +217,35 @@ class SimConfig:
         if not isinstance(self.deliver, str) or self.deliver not in DELIVER_MODES:
             raise ConfigError("deliver", self.deliver, f"one of {list(DELIVER_MODES)}")
 
+    def _check_curve_options(self) -> None:
+        """The corpus replay's options: known values, and only with ``curves``."""
+        from .real_curves import CURVE_NOISES, CURVE_SCALES, MAX_CURVE_JITTER
+
+        for name, allowed in (
+            ("curve_scale", CURVE_SCALES),
+            ("curve_split", ("all", "train", "test")),
+            ("curve_noise", CURVE_NOISES),
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, str) or v not in allowed:
+                raise ConfigError(name, v, f"one of {list(allowed)}")
+        check_real("curve_jitter", self.curve_jitter, 0.0, MAX_CURVE_JITTER, "a jitter in spreads")
+        check_real("curve_warp", self.curve_warp, 0.0, MAX_CURVE_JITTER, "a warp in spreads")
+        if self.curves is None:
+            for name in ("curve_scale", "curve_split", "curve_noise", "curve_jitter", "curve_warp"):
+                default = type(self).__dataclass_fields__[name].default
+                if getattr(self, name) != default:
+                    raise ConfigError(name, getattr(self, name), f"{default!r} without curves=PATH")
+
     def _check_files(self, wl: Workload) -> None:
         """The trace and the curve corpus: paths of existing, readable files."""
+        self._check_curve_options()
         if self.curves is not None:
             if not (isinstance(self.curves, str | os.PathLike) and os.path.isfile(self.curves)):
                 raise ConfigError("curves", self.curves, "an existing curve-trace JSONL file")
             from .real_curves import load_corpus  # reads and checks the corpus once (cached)
 
-            load_corpus(self.curves)
+            load_corpus(self.curves, self.curve_split)
         if self.trace is None:
             if self.trace_cluster is not None:
                 raise ConfigError("trace_cluster", self.trace_cluster, "only with trace=PATH")

@@ -265,6 +265,7 @@ class Simulator(JobQueues, Deprioritization):
                 self.eval_noise,
                 np.random.default_rng(ss_real),
                 np.random.default_rng(ss_real_noise),
+                config,
             )
         return batch, curves
 

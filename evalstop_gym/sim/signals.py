@@ -53,16 +53,28 @@ TRACE_SERIES: dict[str, str] = {
 SIGNAL_BOUND = 1e6
 
 
-def attach_signals(curves: Curves, j: int, trace: CurveTrace) -> None:
+#: Attribute of a :class:`Curves` holding each job's time warp (the held-out replay's).
+WARP_ATTR = "signal_warp"
+
+
+def attach_signals(curves: Curves, j: int, trace: CurveTrace, power: float = 1.0) -> None:
     """Record that job ``j`` of ``curves`` replays the corpus run ``trace``.
 
     Called by :func:`~evalstop_gym.sim.real_curves.apply_real_curves` for each RLHF job;
-    nothing is resampled here (see :func:`signal_rows`).
+    nothing is resampled here (see :func:`signal_rows`).  ``power``: the replay's time warp
+    (checkpoint ``i`` of ``k`` shows the run at progress ``(i / k) ** power``), so that the
+    signals are read at the same points of the run as its eval and loss.
     """
     runs = curves.signal_runs
     if runs is None:
         runs = curves.signal_runs = [None] * curves.obs_eval.shape[0]
     runs[j] = trace
+    if power != 1.0:
+        warps = getattr(curves, WARP_ATTR, None)
+        if warps is None:
+            warps = [1.0] * curves.obs_eval.shape[0]
+            setattr(curves, WARP_ATTR, warps)
+        warps[j] = power
 
 
 def trace_signal(trace: CurveTrace, name: str) -> np.ndarray | None:
@@ -70,17 +82,21 @@ def trace_signal(trace: CurveTrace, name: str) -> np.ndarray | None:
     return getattr(trace, TRACE_SERIES[name])
 
 
-def resample_signal(trace: CurveTrace, name: str, k: int) -> np.ndarray:
-    """Signal ``name`` of ``trace`` at ``k`` checkpoints of progress ``i / k`` (NaN: not logged).
+def resample_signal(trace: CurveTrace, name: str, k: int, power: float = 1.0) -> np.ndarray:
+    """Signal ``name`` of ``trace`` at ``k`` checkpoints of progress ``(i / k) ** power``.
 
-    The same linear interpolation in progress (``step / last step``) as the run's eval and
-    loss (:func:`~evalstop_gym.corpus.resample`).
+    NaN where the run did not log it.  The same linear interpolation in progress
+    (``step / last step``) as the run's eval and loss (:func:`~evalstop_gym.corpus.resample`;
+    ``power`` the held-out replay's time warp, 1 for none).
     """
     series = trace_signal(trace, name)
     if series is None:
         return np.full(k, np.nan)
     x = trace.step.astype(np.float64) / float(trace.step[-1])
-    return np.interp(np.arange(1, k + 1, dtype=np.float64) / k, x, series)
+    q = np.arange(1, k + 1, dtype=np.float64) / k
+    if power != 1.0:
+        q = q**power
+    return np.interp(q, x, series)
 
 
 def signal_rows(curves: Curves, name: str, rows: slice) -> np.ndarray:
@@ -90,9 +106,11 @@ def signal_rows(curves: Curves, name: str, rows: slice) -> np.ndarray:
     runs = curves.signal_runs
     if runs is None:
         return out
+    warps = getattr(curves, WARP_ATTR, None)
+    warp = warps[rows] if warps is not None else [1.0] * n
     for i, trace in enumerate(runs[rows]):
         if trace is not None and trace_signal(trace, name) is not None:
-            out[i] = resample_signal(trace, name, k)
+            out[i] = resample_signal(trace, name, k, float(warp[i]))
     return out
 
 

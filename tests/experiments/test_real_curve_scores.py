@@ -54,8 +54,12 @@ def rows() -> list[dict]:
 
 
 def test_scores_run_on_the_quick_trl_corpus_against_the_oracle(rows: list[dict]) -> None:
-    """NoStop scores 0, the Oracle 1, and no stopper beats the Oracle."""
-    assert {r["task"] for r in rows} == {"trl-gao"}
+    """NoStop scores 0, the Oracle 1, and no stopper beats the Oracle (the held-out task: the CurveOracle 1)."""
+    assert {r["task"] for r in rows} == {"trl-gao", "trl-heldout"}
+    held = {r["stopper_kind"]: r for r in rows if r["task"] == "trl-heldout"}
+    assert {r["reference"] for r in held.values()} == {"CurveOracle"}
+    assert held[scoring.CURVE_ORACLE]["score"] == pytest.approx(1.0)
+    rows = [r for r in rows if r["task"] == "trl-gao"]
     assert {r["reference"] for r in rows} == {"Oracle"}
     by = {r["stopper_kind"]: r for r in rows}
     assert by[scoring.NOSTOP]["score"] == 0.0
@@ -93,4 +97,4 @@ def test_extra_stoppers_plug_in_and_cross_into_workers() -> None:
         corpora, quick=True, seeds=2, n_jobs=10, executor=Executor(workers=2), extra_stoppers=extra
     )
     stub = [r for r in rows if r["stopper_kind"] == scoring.EXTRA]
-    assert [r["stopper"] for r in stub] == ["Learned (stub)"]
+    assert [r["stopper"] for r in stub] == ["Learned (stub)"] * len(corpora)
