@@ -1,0 +1,41 @@
+"""Opt-in signals on the held-out replay are read at the same warped points as the eval."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+import evalstop_gym  # noqa: F401  (registers the env)
+from evalstop_gym.sim.real_curves import job_runs, load_corpus
+from evalstop_gym.sim.signals import WARP_ATTR, signal_rows
+from evalstop_gym.sim.workloads import RLHF
+from evalstop_gym.suite import suite_task
+
+
+def test_signals_follow_the_jobs_time_warp():
+    kw = dict(suite_task("trl-heldout"), n_jobs=40, obs_fields=["kl"])
+    env = gym.make("EvalStop-v0", **kw)
+    env.reset(seed=3)
+    sim = env.unwrapped.core.sim
+    curves = sim.curves
+    warps = getattr(curves, WARP_ATTR)
+    hacking, healthy = load_corpus(kw["curves"], "test")
+    runs = {t.run_id: t for t in (*hacking, *healthy)}
+    k = curves.true_eval.shape[1]
+    checked = 0
+    for j in np.flatnonzero(sim.batch.job_type == RLHF):
+        t = runs[job_runs(curves)[j]]
+        power = float(warps[j])
+        x = t.step / float(t.step[-1])
+        q = (np.arange(1, k + 1) / k) ** power
+        # The true eval is an affine map of the gold at the warped points...
+        gold = np.interp(q, x, t.gold)
+        design = np.column_stack([gold, np.ones(k)])
+        coef, *_ = np.linalg.lstsq(design, curves.true_eval[j], rcond=None)
+        assert np.allclose(design @ coef, curves.true_eval[j], atol=1e-9)
+        # ...and the KL shown is the run's KL at the same points.
+        if t.kl is not None:
+            got = signal_rows(curves, "kl", slice(j, j + 1))[0]
+            assert np.array_equal(got, np.interp(q, x, t.kl))
+            checked += power != 1.0
+    assert checked > 0
