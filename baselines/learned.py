@@ -476,3 +476,4 @@ def from_spec(spec: str) -> Learned | backward.BackwardStopper:
             raise ConfigError("pretrained", arg, f"one of {pretrained_names()}")
         return Learned.pretrained(arg)
     return load_model(arg)
+

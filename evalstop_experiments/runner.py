@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from baselines.binding import for_task
 from baselines.evaluate import run_episode
 from evalstop_gym.errors import EvalStopError
 from evalstop_gym.fileio import atomic_write, read_regular, sha256_bytes
@@ -42,7 +43,7 @@ def task_path(out: Path, cell: Cell, seed: int) -> Path:
 def run_task(task: Task) -> dict[str, Any]:
     """One (cell, seed): the episode's metrics plus the cell's typed fields."""
     cell, seed = task
-    row = run_episode(cell.policy.build(), seed, **cell.env)
+    row = run_episode(for_task(cell.policy.build(), cell.env), seed, **cell.env)
     row.update(cell.row_fields())
     return row
 

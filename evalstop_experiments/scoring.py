@@ -65,6 +65,7 @@ import numpy as np
 
 import evalstop_gym  # noqa: F401  (registers EvalStop-v0)
 from baselines.bayes import BayesStopper
+from baselines.binding import for_task
 from baselines.changepoint import Cusum
 from baselines.curve_oracle import CurveOracle
 from baselines.evaluate import play_episode
@@ -611,7 +612,7 @@ class PolicySource:
 
     def __call__(self, task: str, kw: dict[str, Any]) -> Policy:
         """A fresh policy; one with ``check_observation_space`` must accept the task's space."""
-        policy = self.load()()
+        policy = for_task(self.load()(), kw)
         check = getattr(policy, "check_observation_space", None)
         if check is not None:
             try:
