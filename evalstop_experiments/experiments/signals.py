@@ -38,6 +38,7 @@ import numpy as np
 
 from baselines import Cusum, EvalStop, NoStop
 from baselines.changepoint import cusum_statistic
+from baselines.curve_oracle import CurveOracle
 from baselines.signals import (
     AnyOf,
     LearnedDetector,
@@ -46,25 +47,23 @@ from baselines.signals import (
     run_observations,
 )
 from evalstop_gym.corpus import CurveTrace, peak_progress, resample, write_traces
-from evalstop_gym.corpus.packaged import TRL_CORPUS, load_corpus
+from evalstop_gym.corpus.packaged import ENGLISH_CORPUS, TRL_CORPUS, load_corpus
 from evalstop_gym.corpus.split import cell_of, select, split_runs
 from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.envs.tables import observed
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_open
 from evalstop_gym.sim.signals import SIGNAL_FIELDS, logged_signals, trace_signal
-from evalstop_gym.suite import suite_task
+from evalstop_gym.suite import HELDOUT_TASKS, suite_task
 
 from ..plan import Experiment, Plan, ReproduceOptions
-from ..scoring import EXTRA, NOSTOP, ORACLE, Stopper, score_task
+from ..scoring import CURVE_ORACLE, EXTRA, NOSTOP, ORACLE, Stopper, score_task
 
 ID = "E12"
 #: The shipped corpora E12 runs on (a later corpus joins by its packaged name).
-CORPORA: tuple[str, ...] = (TRL_CORPUS,)
+CORPORA: tuple[str, ...] = (TRL_CORPUS, ENGLISH_CORPUS)
 #: The corpus task whose env settings the held-out score uses (and whose K the runs take).
 BASE_TASK = "trl-gao"
-#: The suite's task of the shipped TRL corpus's held-out runs (used when the suite has it).
-HELDOUT_TASK = "trl-heldout"
 #: Seeds of the normalised score (the fewest a reported score uses) and with ``--quick``.
 SCORE_SEEDS, QUICK_SCORE_SEEDS = 30, 6
 #: Bootstrap resamples of the detection CIs.
@@ -342,15 +341,13 @@ def heldout_task(
 ) -> tuple[str, dict[str, Any]]:
     """(name, env kwargs) of the task the held-out runs are scored on.
 
-    The suite's held-out task (:data:`HELDOUT_TASK`, the test side of the same split)
-    for the shipped TRL corpus when the suite has it; otherwise ``trl-gao``'s settings
-    on the held-out runs alone, written to ``folder/heldout.jsonl``.
+    The suite's held-out task of a packaged corpus (``evalstop_gym.suite.HELDOUT_TASKS``:
+    the test side of the same split, CurveOracle its reference); for any other corpus
+    ``trl-gao``'s settings on the held-out runs alone, written to ``folder/heldout.jsonl``.
     """
-    if corpus == TRL_CORPUS:
-        try:
-            return HELDOUT_TASK, suite_task(HELDOUT_TASK, split="test")  # type: ignore[call-arg]
-        except (ConfigError, TypeError):
-            pass  # a suite without the held-out task
+    for name, packaged in HELDOUT_TASKS.items():
+        if packaged == corpus:
+            return name, suite_task(name, split="test")
     path = folder / "heldout.jsonl"
     write_traces(test, path)
     return f"{BASE_TASK} on the held-out runs", suite_task(BASE_TASK, curves=str(path))
@@ -364,6 +361,9 @@ def score_rows(
     for d in detectors:
         env = {"obs_fields": list(d.obs_fields)} if d.obs_fields else {}
         stoppers.append(Stopper(EXTRA, d.name, d.policy, env))
+    # Both privileged references: a held-out task is normalised to the CurveOracle,
+    # another corpus task to the Oracle (scoring.reference_for).
+    stoppers.append(Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()))
     stoppers.append(Stopper(ORACLE, "Oracle", None))
     rows = score_task("heldout", 1.0, kw, stoppers, seeds)
     return {r.stopper: (r.score, r.score_lo, r.score_hi) for r in rows}

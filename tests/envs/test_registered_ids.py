@@ -11,7 +11,7 @@ from evalstop_gym.suite import SUITE_TASKS, registered_tasks, suite_task, task_e
 
 
 def test_every_suite_task_and_the_shipped_corpus_have_an_id() -> None:
-    assert registered_tasks() == (*SUITE_TASKS, "trl-gao", "trl-heldout")
+    assert registered_tasks() == (*SUITE_TASKS, "trl-gao", "trl-heldout", "english-heldout")
     for task in registered_tasks():
         spec = gym.spec(task_env_id(task))
         assert spec.kwargs == suite_task(task)
