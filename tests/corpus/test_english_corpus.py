@@ -66,6 +66,7 @@ def test_gold_counts_a_repeated_word_once():
     assert gold_scores([thrice], repeats=True)[0] > gold_scores([once], repeats=True)[0]
 
 
+@pytest.mark.slow  # reads and tokenizes the standard library's docstrings (~9 CPU-s)
 def test_held_out_text_is_disjoint_from_training_text():
     """The prompts' paragraphs never occur in the pre-training paragraphs."""
     from evalstop_corpora.english.text import split_text
