@@ -58,6 +58,27 @@ class ModelFileError(EvalStopError):
     """A model file that is not a readable evalstop-gym model (its zip or its metadata)."""
 
 
+def read_model_bytes(p: Path, shown: Any, trust: bool, sha256: str | None) -> bytes:
+    """A model file's bytes: checked against its SHA-256 record first (``trust``: not).
+
+    Every parser reads from these very bytes, so no unverified byte is ever parsed and
+    the file cannot be swapped between the check and the read.  ``shown`` names the file
+    in the messages.
+
+    Raises:
+        ModelFileError: a missing or unreadable file.
+        evalstop_gym.fileio.UntrustedFileError: its hash differs from the record.
+    """
+    try:
+        if trust:
+            return read_regular(p, max_bytes=MAX_MODEL_BYTES, max_line=None, field="model")
+        return read_verified(p, sha256)
+    except FileNotFoundError:
+        raise ModelFileError(f"{shown}: no such model file") from None
+    except OSError as e:
+        raise ModelFileError(f"{shown}: cannot read the model file ({e.strerror})") from None
+
+
 #: The task settings a model reads besides the observation (a platform knows them).
 SETTINGS: tuple[str, ...] = ("eval_noise", "gpu_hour_price")
 #: The features of one decision, in column order.
@@ -380,17 +401,7 @@ class BackwardModel:
             ModelFileError: a missing or unreadable file, or not a model file.
             evalstop_gym.fileio.UntrustedFileError: its hash differs from the record.
         """
-        p = Path(path)
-        try:
-            if trust:
-                data = read_regular(p, max_bytes=MAX_MODEL_BYTES, max_line=None, field="model")
-            else:
-                data = read_verified(p, sha256)
-        except FileNotFoundError:
-            raise ModelFileError(f"{path}: no such model file") from None
-        except OSError as e:
-            raise ModelFileError(f"{path}: cannot read the model file ({e.strerror})") from None
-        return cls.from_bytes(data, str(path))
+        return cls.from_bytes(read_model_bytes(Path(path), path, trust, sha256), str(path))
 
 
 def _max_depth(left: np.ndarray, right: np.ndarray, leaf: np.ndarray, roots: np.ndarray) -> int:

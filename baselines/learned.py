@@ -20,7 +20,7 @@ import numpy as np
 from gymnasium import spaces
 
 from evalstop_gym.errors import ConfigError
-from evalstop_gym.fileio import MAX_MODEL_BYTES, read_regular, read_verified
+from evalstop_gym.fileio import MAX_MODEL_BYTES, read_regular
 
 from . import backward
 from .backward import ModelFileError, member_count
@@ -278,15 +278,7 @@ class Learned:
         p = _model_path(path)
         # The bytes are checked first, then everything (metadata, model) is read from those
         # very bytes: no window to swap the file, and no parsing of unverified input.
-        try:
-            if trust:
-                data = read_regular(p, max_bytes=MAX_MODEL_BYTES, max_line=None, field="model")
-            else:
-                data = read_verified(p, sha256)
-        except FileNotFoundError:
-            raise ModelFileError(f"{path}: no such model file") from None
-        except OSError as e:
-            raise ModelFileError(f"{path}: cannot read the model file ({e.strerror})") from None
+        data = backward.read_model_bytes(p, path, trust, sha256)
         self.meta = meta_from_bytes(data, self.path)
         self.algo = self.meta["algo"]
         self.obs_fields = tuple(self.meta["obs_fields"])
@@ -476,4 +468,3 @@ def from_spec(spec: str) -> Learned | backward.BackwardStopper:
             raise ConfigError("pretrained", arg, f"one of {pretrained_names()}")
         return Learned.pretrained(arg)
     return load_model(arg)
-
