@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from transformers import TrainerCallback
 
 from evalstop_corpora.english.proxy import (
     COMPLETION_TOKENS,
@@ -50,6 +49,7 @@ from evalstop_corpora.english.proxy import (
     prompt_pool,
     sample_completions,
 )
+from evalstop_corpora.eval_callback import PeriodicEvalCallback, sequence_logprob
 
 #: The trainers a run can use and their TRL classes.
 TRAINERS: dict[str, str] = {
@@ -131,18 +131,7 @@ class EnglishRunConfig:
         return f"en-{self.trainer}-{self.proxy}-b{self.beta:g}-lr{self.lr:g}{length}-s{self.seed}"
 
 
-def sequence_logprob(model: Any, prompt_ids: np.ndarray, completion_ids: np.ndarray) -> np.ndarray:
-    """Log-probability of each completion given its prompt, summed over completion tokens."""
-    import torch
-
-    with torch.no_grad():
-        full = torch.as_tensor(np.concatenate([prompt_ids, completion_ids], axis=1))
-        logp = torch.log_softmax(model(input_ids=full).logits[:, :-1].float(), dim=-1)
-        token_logp = logp.gather(-1, full[:, 1:, None]).squeeze(-1)
-        return token_logp[:, prompt_ids.shape[1] - 1 :].sum(dim=1).numpy()
-
-
-class GoldEvalCallback(TrainerCallback):
+class GoldEvalCallback(PeriodicEvalCallback):
     """Scores the policy on held-out prompts at step 0 and every ``eval_every`` steps.
 
     The scores go through the trainer's own :meth:`log` with the model in eval mode (GRPO and
@@ -204,27 +193,6 @@ class GoldEvalCallback(TrainerCallback):
             "eval_distinct": float(np.unique(completions).size / completions.size),
             "eval_vader_plain": float(plain.mean()),
         }
-
-    def _evaluate(self, state: Any, control: Any, model: Any) -> None:
-        # Trainer.log ends in CallbackHandler.on_log, which clears control.should_log: without
-        # restoring it, the training metrics of this very step would never be logged.
-        pending_log = control.should_log
-        was_training = model.training
-        model.eval()
-        try:
-            self.trainer.log(self.scores(model, state.global_step))
-        finally:
-            model.train(was_training)
-            control.should_log = pending_log
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Evaluate the initial policy (step 0)."""
-        self._evaluate(state, control, kwargs["model"])
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Evaluate every ``eval_every`` steps and at the last step."""
-        if state.global_step % self.config.eval_every == 0 or state.global_step == state.max_steps:
-            self._evaluate(state, control, kwargs["model"])
 
 
 def _common_args(config: EnglishRunConfig, out_dir: Path) -> dict[str, Any]:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from transformers import TrainerCallback
 
+from evalstop_corpora.eval_callback import PeriodicEvalCallback, sequence_logprob
 from evalstop_corpora.trl.world import (
     COMPLETION_WORDS,
     PROMPT_WORDS,
@@ -154,18 +154,7 @@ def sample_completions(model: Any, prompt_ids: np.ndarray, seed: int) -> np.ndar
     return out[:, ids.shape[1] :].numpy()
 
 
-def sequence_logprob(model: Any, prompt_ids: np.ndarray, completion_ids: np.ndarray) -> np.ndarray:
-    """Log-probability of each completion given its prompt, summed over completion tokens."""
-    import torch
-
-    with torch.no_grad():
-        full = torch.as_tensor(np.concatenate([prompt_ids, completion_ids], axis=1))
-        logp = torch.log_softmax(model(input_ids=full).logits[:, :-1].float(), dim=-1)
-        token_logp = logp.gather(-1, full[:, 1:, None]).squeeze(-1)
-        return token_logp[:, prompt_ids.shape[1] - 1 :].sum(dim=1).numpy()
-
-
-class GoldEvalCallback(TrainerCallback):
+class GoldEvalCallback(PeriodicEvalCallback):
     """Scores the policy on held-out prompts at step 0 and every ``eval_every`` steps.
 
     The scores go through the trainer's own :meth:`log` (with the model in eval mode, so GRPO
@@ -208,27 +197,6 @@ class GoldEvalCallback(TrainerCallback):
             # A Monte-Carlo KL estimate can dip below 0 by noise; KL itself cannot.
             "eval_kl": max(float(kl.mean()), 0.0),
         }
-
-    def _evaluate(self, state: Any, control: Any, model: Any) -> None:
-        # Trainer.log ends in CallbackHandler.on_log, which clears control.should_log: without
-        # restoring it, the training metrics of this very step would never be logged.
-        pending_log = control.should_log
-        was_training = model.training
-        model.eval()
-        try:
-            self.trainer.log(self.scores(model, state.global_step))
-        finally:
-            model.train(was_training)
-            control.should_log = pending_log
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Evaluate the initial policy (step 0)."""
-        self._evaluate(state, control, kwargs["model"])
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        """Evaluate every ``eval_every`` steps and at the last step."""
-        if state.global_step % self.config.eval_every == 0 or state.global_step == state.max_steps:
-            self._evaluate(state, control, kwargs["model"])
 
 
 def _proxy_for(config: TRLRunConfig, base: Any) -> Any:
