@@ -251,7 +251,9 @@ def add_benchmark_parser(sub: Any) -> None:
 
 def add_reproduce_parser(sub: Any) -> None:
     """``reproduce``: every experiment (E1-E12; E13 when named)."""
-    r = sub.add_parser("reproduce", help="the experiments E1-E12 (E13 when named): CSV, REPORT.md, plots")
+    r = sub.add_parser(
+        "reproduce", help="the experiments E1-E12 (E13 when named): CSV, REPORT.md, plots"
+    )
     r.add_argument(
         "--quick", action="store_true", help="fewer seeds and jobs (under 2 minutes on 2 cores)"
     )
