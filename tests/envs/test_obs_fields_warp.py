@@ -39,3 +39,28 @@ def test_signals_follow_the_jobs_time_warp():
             assert np.array_equal(got, np.interp(q, x, t.kl))
             checked += power != 1.0
     assert checked > 0
+
+
+def test_hidden_proxy_follows_the_jobs_time_warp():
+    # The proxy is never observed, but an analysis that reads it must see it on the same
+    # clock as the gold it is compared with.
+    kw = dict(suite_task("trl-heldout"), n_jobs=40, obs_fields=["kl"])
+    env = gym.make("EvalStop-v0", **kw)
+    env.reset(seed=3)
+    sim = env.unwrapped.core.sim
+    curves = sim.curves
+    warps = getattr(curves, WARP_ATTR)
+    hacking, healthy = load_corpus(kw["curves"], "test")
+    runs = {t.run_id: t for t in (*hacking, *healthy)}
+    k = curves.true_eval.shape[1]
+    checked = 0
+    for j in np.flatnonzero(sim.batch.job_type == RLHF):
+        t = runs[job_runs(curves)[j]]
+        power = float(warps[j])
+        if t.proxy is None or power == 1.0:
+            continue
+        x = t.step / float(t.step[-1])
+        q = (np.arange(1, k + 1) / k) ** power
+        assert np.array_equal(curves.proxy[j], np.interp(q, x, t.proxy))
+        checked += 1
+    assert checked > 0
