@@ -271,6 +271,8 @@ def score_models(
     from baselines.floors import utilities
     from baselines.learned import Learned, read_meta
     from baselines.policies import NoStop
+    from evalstop_gym.suite import is_heldout, tuning_kwargs
+
     from ..scoring import (
         VALIDATION_SEEDS,
         best_floor,
@@ -282,7 +284,6 @@ def score_models(
         tune_floors,
         unit_sums,
     )
-    from evalstop_gym.suite import is_heldout, tuning_kwargs
 
     heldout = is_heldout(kw)
     reference, ref = reference_for(kw), reference_stopper(kw)
@@ -568,6 +569,70 @@ def write_e9(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
         f"{coverage_markdown(rows)}",
     )
     return [csv_path, md_path]
+
+
+def rescore_e9(
+    out: str | Path,
+    tasks: Sequence[str],
+    *,
+    seeds: int | None = None,
+    timesteps: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """Score the models a full E9 run trained into ``OUT/e9_models`` again on ``tasks``.
+
+    For a task whose regime or corpus changed since (e.g. a refitted ``grounded``): the
+    models are reused as :func:`train_models` reuses them (same training set, budget and
+    seed; a missing one is trained), those tasks' rows of ``OUT/E9.csv`` are replaced (a
+    new task's are added) and ``OUT/E9.csv`` and ``OUT/E9.md`` rewritten.  A later
+    ``reproduce --resume`` sees E9's files changed and runs E9 again, reusing the models.
+    """
+    from evalstop_gym.errors import ConfigError
+
+    size = SIZES["default"]
+    unknown = [t for t in tasks if t not in TEST_TASKS]
+    if unknown:
+        raise ConfigError("tasks", unknown, f"E9's test tasks {', '.join(TEST_TASKS)}")
+    models = train_models(
+        out,
+        tuple(TRAIN_SETS),
+        timesteps=timesteps or size["timesteps"],
+        n_jobs=size["n_jobs"],
+        eval_episodes=size["eval_episodes"],
+        n_envs=size["n_envs"],
+        progress=progress,
+    )
+    from baselines.learned import PRETRAINED_DIR
+
+    models[SHIPPED] = PRETRAINED_DIR / "hard.zip"
+    path = Path(out) / "E9.csv"
+    old = read_rows(path) if path.exists() else []
+    fresh: dict[str, list[dict[str, Any]]] = {}
+    for task in tasks:
+        if progress is not None:
+            progress(f"E9 scoring {len(models)} models on {task}")
+        kw = test_kwargs(task, size["n_jobs"], None, False)
+        fresh[task] = score_models(models, task, range(seeds or size["seeds"]), kw)
+    order = list(dict.fromkeys([*(r["test"] for r in old), *tasks]))
+    rows = [
+        r for t in order for r in (fresh[t] if t in fresh else [r for r in old if r["test"] == t])
+    ]
+    return write_e9(out, rows)
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of an ``E9.csv``, numbers read back as numbers."""
+
+    def value(text: str) -> Any:
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+
+    with open(path, newline="") as fh:
+        return [{k: value(v) for k, v in r.items()} for r in csv.DictReader(fh)]
 
 
 def _lsm_available() -> bool:
