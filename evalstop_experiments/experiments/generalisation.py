@@ -545,7 +545,7 @@ def legend(rows: Sequence[dict[str, Any]]) -> str:
         "trained on each row's tasks; "
         f"`mix` draws each training cluster episode from {mix}. Models see the last "
         f"{COMMON_WINDOW} evals (`paper`'s 10, padded to {COMMON_WINDOW} slots). "
-        f"{seeds} test seeds per cell, 100-job episodes, 1x price. {SCORE_LEGEND} "
+        f"{seeds} test seeds per cell, 100-job episodes, 1× price. {SCORE_LEGEND} "
         f"`{FLOOR_ROW}`: the task's best floor family, tuned on the validation seeds "
         "(`trl-heldout`: on its train runs; its CIs are over its test runs). Each model's "
         "cell: score [95 % CI]; Δfloor: mean utility minus the best floor's on the same "
