@@ -547,7 +547,8 @@ def legend(rows: Sequence[dict[str, Any]]) -> str:
         f"{COMMON_WINDOW} evals (`paper`'s 10, padded to {COMMON_WINDOW} slots). "
         f"{seeds} test seeds per cell, 100-job episodes, 1× price. {SCORE_LEGEND} "
         f"`{FLOOR_ROW}`: the task's best floor family, tuned on the validation seeds "
-        "(`trl-heldout`: on its train runs; its CIs are over its test runs). Each model's "
+        "(`trl-heldout`: on its train runs; it is scored against the CurveOracle with CIs "
+        "over its test runs). Each model's "
         "cell: score [95 % CI]; Δfloor: mean utility minus the best floor's on the same "
         "seeds [95 % CI]; then the hacking RLHF runs' median stop minus true peak (progress) "
         "/ the share of healthy RLHF runs stopped before their end."
@@ -671,6 +672,8 @@ def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     Runs when E9 is selected and learned stoppers are not switched off
     (``--no-learned``); ``--train-timesteps`` sets its budget per model too, and a
     micro-RLHF corpus (``--corpus`` or E7's ``OUT/curves``) adds that test task.
+    Trained PPO models are reused by a rerun (:func:`train_models`); :func:`rescore_e9`
+    scores them again on chosen tasks without the rest of E9.
     """
     lsm = _lsm_available()
     if lsm:
