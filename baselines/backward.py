@@ -118,7 +118,9 @@ FEATURES: tuple[str, ...] = (
 #: ``olsW_z``: the least-squares slope of the last W evals; ``meanA_prevA_z``: the mean of
 #: the last A evals minus the mean of the A before; ``ma3_*``: the 3-eval moving average's
 #: gap below its own max and the evals since that max; then the mean of every eval minus
-#: the first and the last three's mean minus it (``_z``: in noise units).
+#: the first and the last three's mean minus it (``_z``: in noise units); the first and
+#: the last three evals' mean, the mean of every eval and the moving average's max as
+#: levels (regimes start, rise to and end at different levels).
 SMOOTH_FEATURES: tuple[str, ...] = (
     "ols4_z",
     "ols6_z",
@@ -129,6 +131,10 @@ SMOOTH_FEATURES: tuple[str, ...] = (
     "ma3_since_best",
     "mean_minus_first_z",
     "tail3_minus_mean_z",
+    "first3_mean",
+    "last3_mean",
+    "mean_level",
+    "ma3_max_level",
 )
 #: The feature sets a model may declare (its metadata ``features`` is one of these lists):
 #: ``boundary`` the single-eval features alone, ``smoothed`` with the trend averages.
@@ -171,7 +177,7 @@ MAX_DEPTH = 64
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
 #: SHA-256 of each shipped backward-induction model (``<name>.npz``), pinned in the code.
 PRETRAINED: dict[str, str] = {
-    "general": "3928be5c3e0863e750526541110489e8e3f86de6a6519bc12d177c89d4be59b6",
+    "general": "557b1639bef266ab25895bf32b1d1a4b5ca01220373bbce70abb7eedd3ce88a1",
 }
 
 
@@ -220,7 +226,7 @@ def feature_matrix(
         declines: (n,) the ``consecutive_declines`` field.
         eval_noise: The task's eval-noise level.
         gpu_hour_price: The task's price of a GPU-hour.
-        smoothed: Append :data:`SMOOTH_FEATURES` (F = 38; else :data:`FEATURES`, F = 29).
+        smoothed: Append :data:`SMOOTH_FEATURES` (F = 42; else :data:`FEATURES`, F = 29).
 
     A value a short history cannot give (a slope over 5 evals after 3) is NaN;
     the trees route it as they learned to.
@@ -293,10 +299,11 @@ def _smooth_columns(e: np.ndarray, sig: float) -> list[np.ndarray]:
 
     if i >= 3:
         ma = (e[:, 2:] + e[:, 1:-1] + e[:, :-2]) / 3.0
-        ma_gap = (ma.max(axis=1) - ma[:, -1]) / sig
+        ma_max = ma.max(axis=1)
+        ma_gap = (ma_max - ma[:, -1]) / sig
         ma_since = (ma.shape[1] - 1 - np.argmax(ma, axis=1)).astype(float)
     else:
-        ma_gap = ma_since = nan
+        ma_max = ma_gap = ma_since = nan
     mean = e.mean(axis=1)
     return [
         ols(4),
@@ -308,6 +315,10 @@ def _smooth_columns(e: np.ndarray, sig: float) -> list[np.ndarray]:
         ma_since,
         (mean - e[:, 0]) / sig,
         (e[:, -min(3, i) :].mean(axis=1) - mean) / sig,
+        e[:, : min(3, i)].mean(axis=1),
+        e[:, -min(3, i) :].mean(axis=1),
+        mean,
+        ma_max,
     ]
 
 
