@@ -930,6 +930,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``python -m evalstop_experiments.experiments.generalisation --tasks trl-heldout``
     scores ``pretrained:general`` (and every ``lsm-<task>.npz`` with its record in
     ``--models``) beside the task's best floor family; writes ``OUT/E9_backward.*``.
+    ``--all`` makes every backward-induction row of E9 instead (:func:`run_lsm_e9`).
     """
     import argparse
 
@@ -941,7 +942,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--price-factor", type=float, default=1.0)
     ap.add_argument("--models", default=None, help="a folder of lsm-<task>.npz models to add")
     ap.add_argument("--out", default="results-e9-backward")
+    ap.add_argument(
+        "--all",
+        action="store_true",
+        help="E9's backward-induction rows: train the per-task models, score them and "
+        "pretrained:general on every test task at 1x and the synthetic ones at 1/2x and 2x",
+    )
     args = ap.parse_args(argv)
+    if args.all:
+        from baselines import backward
+
+        rows = run_lsm_e9(
+            args.out,
+            seeds=args.seeds,
+            general=backward.PRETRAINED_DIR / f"{GENERAL}.npz",
+            progress=print,
+        )
+        for path in write_lsm(args.out, rows):
+            print(f"wrote {path}")
+        return 0
     stoppers: dict[str, Any] = {
         f"lsm[{GENERAL}]": BackwardStopper.pretrained(GENERAL, label=f"lsm[{GENERAL}]")
     }
