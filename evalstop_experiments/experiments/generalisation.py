@@ -417,7 +417,7 @@ GENERAL_TRAIN_SEED = 20_000
 LSM_EPISODES = 200
 GENERAL_EPISODES = 480
 #: The per-task models E9 trains (one row each).
-LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.08")
+LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.06")
 #: The general model's training distribution: regimes, eval noise (log-uniform) and
 #: price factor of each regime's suite price (log-uniform), drawn per episode.
 GENERAL_REGIMES: tuple[str, ...] = ("hard", "realistic", "paper", "grounded")
@@ -689,7 +689,7 @@ LSM_TEST_TASKS: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.08",
+    "grounded-0.06",
     "trl-gao",
 )
 #: The general model is scored on every synthetic task at these price factors.
@@ -773,7 +773,7 @@ SUITE_SYNTHETIC: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.08",
+    "grounded-0.06",
 )
 
 

@@ -63,6 +63,18 @@ def rise_decline_peak(tau: np.ndarray, onset: np.ndarray, drop: np.ndarray) -> n
     return grid[np.argmax(shape, axis=1)]
 
 
+#: Rise rates closer to 0 than this are a straight line: tau = 1 / rate would overflow the
+#: shape's exponentials, and the rise is already linear to 1e-6.
+MIN_RATE = 1e-6
+
+
+def rate_to_tau(rate: np.ndarray) -> np.ndarray:
+    """Rise constants tau = 1 / rate of :func:`saturating_shape` (a negative one: convex)."""
+    rate = np.asarray(rate, dtype=np.float64)
+    safe = np.where(np.abs(rate) < MIN_RATE, np.where(rate < 0, -MIN_RATE, MIN_RATE), rate)
+    return 1.0 / safe
+
+
 def _range_draw(cal: Calibration, field: str, rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` draws of a range field: uniform, or log-uniform if ``cal.log_uniform`` lists it."""
     lo, hi = getattr(cal, field)
@@ -78,17 +90,26 @@ def rise_decline_draws(
 
     The draws are tau, onset, drop (``n`` each, in that order), then, only for a calibration
     that sets them, the hacking runs' tau and the healthy runs' drop, so a calibration
-    without those fields draws exactly what it always did.  Other jobs get drop 0.
+    without those fields draws exactly what it always did.  With ``rlhf_rate`` every run's
+    tau is 1 / (its uniform rate draw), for both labels.  Other jobs get drop 0.
     """
-    if not cal.log_uniform and cal.hack_tau is None and cal.healthy_drop == (0.0, 0.0):
+    if (
+        not cal.log_uniform
+        and cal.hack_tau is None
+        and cal.healthy_drop == (0.0, 0.0)
+        and cal.rlhf_rate is None
+    ):
         tau, onset, drop = (
             rng.uniform(r[0], r[1], size=n) for r in (cal.rlhf_tau, cal.hack_onset, cal.hack_drop)
         )
         return tau, onset, np.where(hacking, drop, 0.0)
-    tau = _range_draw(cal, "rlhf_tau", rng, n)
+    if cal.rlhf_rate is not None:
+        tau = rate_to_tau(rng.uniform(*cal.rlhf_rate, size=n))
+    else:
+        tau = _range_draw(cal, "rlhf_tau", rng, n)
     onset = _range_draw(cal, "hack_onset", rng, n)
     drop = _range_draw(cal, "hack_drop", rng, n)
-    if cal.hack_tau is not None:
+    if cal.hack_tau is not None and cal.rlhf_rate is None:
         tau = np.where(hacking, _range_draw(cal, "hack_tau", rng, n), tau)
     healthy = np.zeros(n)
     if cal.healthy_drop != (0.0, 0.0):
