@@ -353,12 +353,30 @@ def fit_prior(corpus: str | None = None, side: str = "train", base: str = "hard"
     return prior_from_curves(curves, labels, grid, base)
 
 
-def fit_prior_on_task(kw: dict[str, Any], seeds: Any, base: str = "hard") -> Any:
+#: The regime fitted to a packaged corpus, by the corpus's name: a prior refitted on that
+#: corpus's runs keeps that regime's family (its rise rates, its healthy decline).
+FITTED_REGIMES: dict[str, str] = {FIT_CORPUS: "grounded"}
+
+
+def prior_base(kw: dict[str, Any]) -> str:
+    """The calibration whose family a prior refitted on env kwargs ``kw``'s runs keeps.
+
+    The regime fitted to their corpus (:data:`FITTED_REGIMES`, by the JSONL's name: the
+    English runs keep ``grounded``'s family, whose healthy runs may still gain late), else
+    ``hard``.
+    """
+    curves = kw.get("curves")
+    name = os.path.splitext(os.path.basename(str(curves)))[0] if curves else ""
+    return FITTED_REGIMES.get(name, "hard")
+
+
+def fit_prior_on_task(kw: dict[str, Any], seeds: Any, base: str | None = None) -> Any:
     """:func:`prior_from_curves` on the true RLHF curves of episodes of env kwargs ``kw``.
 
     For a held-out task pass its *train* kwargs (``evalstop_gym.suite.tuning_kwargs``):
     the curves are then the train runs as that task replays them (its map, warp and
-    jitter included), on validation seeds.
+    jitter included), on validation seeds.  ``base`` (default :func:`prior_base`) gives
+    the family and every range the curves do not set.
     """
     import gymnasium as gym
 
@@ -377,7 +395,7 @@ def fit_prior_on_task(kw: dict[str, Any], seeds: Any, base: str = "hard") -> Any
             env.close()
     c, y = np.concatenate(curves), np.concatenate(labels)
     k = c.shape[1]
-    return prior_from_curves(c, y, np.arange(1, k + 1) / k, base)
+    return prior_from_curves(c, y, np.arange(1, k + 1) / k, base or prior_base(kw))
 
 
 def prior_from_curves(

@@ -298,3 +298,15 @@ def test_bayes_prior_of_the_grounded_family() -> None:
     # its rises are on the rate grid's midpoints, convex ones included (below p at p = 0.5)
     mid = fam.phi[:, 9, 1]  # the rise basis at progress 0.5
     assert np.isclose(p[9], 0.5) and (mid < 0.45).any() and (mid > 0.8).any()
+
+
+def test_a_prior_refitted_on_the_english_runs_keeps_the_grounded_family() -> None:
+    pytest.importorskip("scipy")
+    from evalstop_experiments.regime_fit import prior_base, prior_from_curves
+
+    assert prior_base(suite_task("english-heldout")) == "grounded"
+    assert prior_base(suite_task("trl-heldout")) == "hard"
+    assert prior_base(suite_task("hard-0.12")) == "hard"
+    curves = rlhf_true_curves(GROUNDED, X, np.arange(40) % 2 == 0, np.random.default_rng(2))
+    prior = prior_from_curves(curves, np.arange(40) % 2 == 0, X, "grounded")
+    assert prior.rlhf_rate == GROUNDED.rlhf_rate and prior.healthy_drop == GROUNDED.healthy_drop
