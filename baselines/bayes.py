@@ -48,6 +48,7 @@ from evalstop_gym.sim.synthetic_curves import (
     rate_to_tau,
     rise_decline_shape,
     saturating_shape,
+    turning_rate,
 )
 from evalstop_gym.sim.workloads import JOB_TYPES, RLHF, Workload, get_workload
 
@@ -115,8 +116,10 @@ def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> 
 
     A hypothesis is (label, tau, onset): tau on the grid of its label's rise constants
     (log-uniform midpoints where the calibration draws them so; with ``rlhf_rate``, 1 / the
-    rate's midpoints for both labels, convex rises included), the loss term's
-    coefficient A x drop with its label's drop moments (a healthy run's ``healthy_drop``).
+    rate's midpoints for both labels, convex rises included, a hacking hypothesis's rate
+    raised to :func:`~evalstop_gym.sim.synthetic_curves.turning_rate` at its onset and the
+    mean drop, as the draws raise it), the loss term's coefficient A x drop with its
+    label's drop moments (a healthy run's ``healthy_drop``).
     """
     b_mean, b_var = _uniform_moments(cal.rlhf_base)
     a_mean, a_var = _uniform_moments(cal.rlhf_amplitude)
@@ -129,6 +132,9 @@ def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> 
     parts, priors = [], []
     for taus, drop in ((hack_taus, _draw_moments(cal, "hack_drop")), (healthy_taus, None)):
         tt, oo = (g.ravel() for g in np.meshgrid(taus, onsets, indexing="ij"))
+        if cal.rlhf_rate is not None and drop is not None:
+            turn = turning_rate(oo, np.full(len(oo), drop[0]), *cal.rlhf_rate)
+            tt = rate_to_tau(np.maximum(1.0 / tt, turn))
         rise = saturating_shape(p[None, :], tt[:, None])
         loss = rise - rise_decline_shape(
             p[None, :], tt[:, None], oo[:, None], np.ones((len(tt), 1))

@@ -30,10 +30,14 @@ from evalstop_gym.sim.calibration import CALIBRATIONS, GROUNDED, HARD, Calibrati
 from evalstop_gym.sim.config import SimConfig
 from evalstop_gym.sim.engine import Simulator
 from evalstop_gym.sim.synthetic_curves import (
+    TURN_BY,
     rate_to_tau,
     rise_decline_draws,
+    rise_decline_peak,
+    rise_decline_shape,
     rlhf_true_curves,
     saturating_shape,
+    turning_rate,
 )
 from evalstop_gym.sim.workloads import RLHF
 from evalstop_gym.suite import (
@@ -177,6 +181,23 @@ def test_grounded_draws_follow_their_ranges() -> None:
     assert onset.min() >= 0.05 and onset.max() <= 0.85
 
 
+def test_the_turning_rate_is_the_least_rate_at_which_a_hacking_run_turns_over() -> None:
+    rng = np.random.default_rng(4)
+    onset, drop = rng.uniform(0.05, 0.85, 500), rng.uniform(0.5, 1.5, 500)
+    rate = turning_rate(onset, drop, -6.0, 10.0)
+    assert rate.min() >= -6.0 and rate.max() <= 10.0
+    assert np.all(rise_decline_peak(rate_to_tau(rate), onset, drop) <= TURN_BY)
+    # at a rate a little below it (where it is above the range's floor) the run climbs
+    # again somewhere in its last tenth
+    raised = rate > -6.0
+    assert raised.sum() > 100
+    grid = np.linspace(TURN_BY, 1.0, 101)[None, :]
+    o, d = onset[raised, None], drop[raised, None]
+    for r, climbs in ((rate[raised], False), (rate[raised] - 0.05, True)):
+        shape = rise_decline_shape(grid, rate_to_tau(r)[:, None], o, d)
+        assert np.all((np.diff(shape, axis=1) > 1e-12).any(axis=1) == climbs)
+
+
 def test_a_negative_rate_is_a_convex_rise() -> None:
     tau = rate_to_tau(np.array([-4.0, 0.0, 4.0]))
     shape = saturating_shape(X[None, :], tau[:, None])
@@ -194,10 +215,8 @@ def test_grounded_episode_runs_and_its_healthy_runs_may_decline() -> None:
     assert 0.2 < ends_below.mean() < 1.0
     assert np.all(np.isinf(c.peak_progress[healthy]))
     hack = b.hacking & (b.job_type == RLHF)
-    # a hacking run whose rise is convex and whose drop is small may still rise at its end
-    # (about one in nine): its waste is then 0, and the corpus's rule would call it healthy
-    assert np.all(c.peak_progress[hack] <= 1.0)
-    assert np.mean(c.peak_progress[hack] < 1.0) > 0.8
+    # convex rises included: a hacking run's rate is raised until it turns over in the run
+    assert np.all(c.peak_progress[hack] <= TURN_BY)
 
 
 def test_rlhf_true_curves_start_at_base_and_need_the_rise_decline_family() -> None:
