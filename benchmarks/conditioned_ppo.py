@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from baselines.training import TrainConfig, train
 from baselines.training.conditioning import CONDITIONS, ConditionedSource
 from baselines.training.domain_random import DomainRandomised
@@ -101,83 +99,56 @@ def cmd_score(args: argparse.Namespace) -> None:
     """Score every model on every task and price; print one JSON line per stopper.
 
     With ``--per-seed FILE`` the per-seed utilities of NoStop, the best floor and Bayes
-    are written to FILE (or, if it exists, read from it: only the models then play).
+    are written to FILE, so rows of separate runs on the same seeds can be paired.
     """
+    if args.per_seed and Path(args.per_seed).exists():
+        raise SystemExit(
+            f"--per-seed: {args.per_seed} exists; name a new file (it is never overwritten)"
+        )
     seeds = list(range(args.seed_base, args.seed_base + args.test_seeds))
     models = [m for m in args.models.split(",") if m]
-    saved = {}
-    if args.per_seed and Path(args.per_seed).exists():
-        saved = json.loads(Path(args.per_seed).read_text())
+    saved: dict[str, Any] = {}
     for task in args.tasks.split(","):
         for factor in (float(f) for f in args.prices.split(",")):
             kw = scoring.env_kwargs(task, factor)
             key = f"{task}@{factor:g}/{seeds[0]}+{len(seeds)}"
             t0 = time.process_time()
             extra = [scoring.StopperSpec(m, ConditionedSource(m)).build(task, kw) for m in models]
-            if key in saved:
-                base = saved[key]
-                played = {
-                    st.name: [scoring.play({**kw, **st.env}, s, st.policy) for s in seeds]
-                    for st in extra
-                }
-                u0, uref, floor = base["NoStop"], base["Bayes"], base["floor"]
-                jct0 = base["jct0"]
-                for name, runs in played.items():
-                    u = [r["utility"] for r in runs]
-                    metrics = {
-                        k: float(np.nanmean([r[k] for r in runs]))
-                        for k in ("recall_after_peak", "stops_before_peak_frac", "fpr_rlhf")
-                    }
-                    jct = float(np.mean([r["mean_jct_h"] for r in runs]))
-                    line = _row(
-                        task,
-                        factor,
-                        name,
-                        len(seeds),
-                        u,
-                        u0,
-                        uref,
-                        floor,
-                        metrics,
-                        100.0 * (jct - jct0) / jct0,
-                    )
-                    print(json.dumps(line))
-            else:
-                best = scoring.best_floor(scoring.tune_floors(kw, scoring.VALIDATION_SEEDS))
-                stoppers = [
-                    scoring.Stopper(scoring.NOSTOP, "NoStop", scoring.NoStop()),
-                    scoring.Stopper(
-                        scoring.BEST_FLOOR, f"Best floor ({best.family.label})", best.policy
-                    ),
-                    *extra,
-                    scoring.reference_stopper(kw),
-                ]
-                rows = scoring.score_task(task, factor, kw, stoppers, seeds)
-                floor = [u for u, _, _ in rows[1].per_seed]
-                for r in rows:
-                    u = [x for x, _, _ in r.per_seed]
-                    u0 = [x for _, x, _ in r.per_seed]
-                    uref = [x for _, _, x in r.per_seed]
-                    line = _row(
-                        task,
-                        factor,
-                        r.stopper,
-                        r.seeds,
-                        u,
-                        u0,
-                        uref,
-                        floor,
-                        r.metrics,
-                        r.delta_jct_pct,
-                    )
-                    print(json.dumps(line))
-                saved[key] = {
-                    "NoStop": [x for _, x, _ in rows[0].per_seed],
-                    "Bayes": [x for _, _, x in rows[0].per_seed],
-                    "floor": floor,
-                    "floor_name": rows[1].stopper,
-                    "jct0": rows[0].metrics["mean_jct_h"],
-                }
+            best = scoring.best_floor(scoring.tune_floors(kw, scoring.VALIDATION_SEEDS))
+            stoppers = [
+                scoring.Stopper(scoring.NOSTOP, "NoStop", scoring.NoStop()),
+                scoring.Stopper(
+                    scoring.BEST_FLOOR, f"Best floor ({best.family.label})", best.policy
+                ),
+                *extra,
+                scoring.reference_stopper(kw),
+            ]
+            rows = scoring.score_task(task, factor, kw, stoppers, seeds)
+            floor = [u for u, _, _ in rows[1].per_seed]
+            for r in rows:
+                u = [x for x, _, _ in r.per_seed]
+                u0 = [x for _, x, _ in r.per_seed]
+                uref = [x for _, _, x in r.per_seed]
+                line = _row(
+                    task,
+                    factor,
+                    r.stopper,
+                    r.seeds,
+                    u,
+                    u0,
+                    uref,
+                    floor,
+                    r.metrics,
+                    r.delta_jct_pct,
+                )
+                print(json.dumps(line))
+            saved[key] = {
+                "NoStop": [x for _, x, _ in rows[0].per_seed],
+                "Bayes": [x for _, _, x in rows[0].per_seed],
+                "floor": floor,
+                "floor_name": rows[1].stopper,
+                "jct0": rows[0].metrics["mean_jct_h"],
+            }
             cpu = time.process_time() - t0
             print(json.dumps({"task": task, "price": factor, "scoring_cpu_s": round(cpu, 1)}))
     if args.per_seed:
@@ -204,7 +175,7 @@ def main() -> None:
     s.add_argument("--prices", default="1")
     s.add_argument("--test-seeds", type=int, default=30)
     s.add_argument(
-        "--per-seed", default=None, help="JSON file of the baselines' per-seed utilities"
+        "--per-seed", default=None, help="write the baselines' per-seed utilities to this JSON file"
     )
     s.add_argument(
         "--seed-base", type=int, default=0, help="first seed (development: 5000, not a test seed)"

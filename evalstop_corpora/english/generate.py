@@ -148,7 +148,10 @@ def trace_of(run: str | os.PathLike[str]) -> CurveTrace:
 
     ``meta`` carries the run's configuration, the trainer's class, ``eval_noise_sd`` (median
     over checkpoints of ``eval_reward_sd``: the sd of the ``eval_batch``-sample score) and
-    ``gold_noise_sd`` (median standard error of a gold point).
+    ``gold_noise_sd`` (median standard error of a gold point).  Both medians skip the
+    checkpoints whose every sample scored the same (a policy collapsed onto one completion
+    measures no spread there): the run's noise is the noise of a measurement where its
+    policy still varies, and a run that collapses early is not labelled by a zero noise.
     """
     from evalstop_corpora.english.run import TRAINERS
     from evalstop_gym.corpus.analysis import label_hacking
@@ -159,8 +162,9 @@ def trace_of(run: str | os.PathLike[str]) -> CurveTrace:
     state = run / "trainer_state.json"
     trace = load_trl_trainer_state(state, run_id=run.name, **LOADER_KEYS)
     history = json.loads(state.read_text(encoding="utf-8"))["log_history"]
-    noise = [e["eval_reward_sd"] for e in history if "eval_reward_sd" in e]
-    gold_se = float(np.median([e["eval_gold_se"] for e in history if "eval_gold_se" in e]))
+    noise = [e["eval_reward_sd"] for e in history if e.get("eval_reward_sd", 0) > 0]
+    se = [e["eval_gold_se"] for e in history if e.get("eval_gold_se", 0) > 0]
+    gold_se = float(np.median(se)) if se else 0.0
     meta = {
         "source": "english",
         "trainer_class": TRAINERS[config["trainer"]],

@@ -23,6 +23,15 @@ episodes are padded to that window, in training
 exactly what a 20-slot window shows of a 10-checkpoint history.  Padding
 changes what a model sees, not the episode: it plays the very episodes NoStop
 and the reference play.
+
+Beside every test column: the task's best floor family (every family of
+:data:`baselines.floors.FLOOR_FAMILIES` tuned on the validation seeds, a held-out
+task's on its train runs), each model's paired difference to it, and where each
+stops (hacking RLHF runs' median stop minus true peak, the share of healthy RLHF
+runs stopped).  A model's utilities come from every decision's observation of the
+episode at once (:func:`model_ends`, exact for these stateless per-job models); NoStop
+and the reference are played.  ``trl-heldout`` is scored on its test runs against the
+CurveOracle with CIs over runs, as the suite scores it.
 """
 
 from __future__ import annotations
@@ -62,7 +71,15 @@ TRAIN_SETS: dict[str, tuple[str, ...]] = {
     "mix": tuple(mixture_tasks()),
 }
 #: Test tasks (``micro-rlhf`` joins when a corpus is given).
-TEST_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "realistic-0.12", "paper-0.12", "trl-gao")
+TEST_TASKS: tuple[str, ...] = (
+    "hard-0.05",
+    "hard-0.12",
+    "realistic-0.12",
+    "paper-0.12",
+    "grounded-0.08",
+    "trl-gao",
+    "trl-heldout",
+)
 #: ``--quick``: two training sets, three test tasks (the 8-run TRL corpus).
 QUICK_TRAIN_SETS: tuple[str, ...] = ("hard-0.05", "mix")
 QUICK_TEST_TASKS: tuple[str, ...] = ("hard-0.12", "paper-0.12", "trl-gao")
@@ -73,13 +90,21 @@ SIZES: dict[str, dict[str, Any]] = {
     "default": {
         "timesteps": 100_000,
         "n_envs": None,
-        "seeds": 10,
+        "seeds": 30,
         "n_jobs": 100,
         "eval_episodes": 8,
     },
 }
 #: The training seed: neither a test seed (0..n-1) nor a floor-tuning validation seed.
 TRAIN_SEED = 100
+#: The CI-coverage check: the test seeds in this many blocks, each scored alone.
+COVERAGE_BLOCKS = 3
+#: The grid's row of each task's best floor family (tuned on the validation seeds).
+FLOOR_ROW = "Best floor"
+#: A decision whose two action logits are closer than this is re-decided one observation at
+#: a time, as ``Learned.act`` decides it: batched and single matrix products may differ in
+#: their last bits, and only a near tie could flip on that.
+NEAR_TIE = 1e-3
 #: The full run's extra row: the shipped ``Learned.pretrained("hard")`` (trained on
 #: ``hard-0.05`` with the whole 20-eval history, 150k steps), played like the others.
 SHIPPED = "hard-0.05 (shipped, all evals)"
@@ -172,7 +197,14 @@ def train_models(
 
 
 def test_kwargs(task: str, n_jobs: int, curves: str | None, quick: bool) -> dict[str, Any]:
-    """The task's env kwargs at 1x price (the quick run's ``trl-gao`` is the 8-run corpus)."""
+    """The task's env kwargs at 1x price (the quick run's ``trl-gao`` is the 8-run corpus).
+
+    A held-out real-run task (``trl-heldout``) replays its test runs.
+    """
+    from evalstop_gym.suite import HELDOUT_TASKS
+
+    if task in HELDOUT_TASKS:
+        return env_kwargs(task, 1.0, n_jobs, split="test")
     if task == "trl-gao" and quick and curves is None:
         from evalstop_gym.corpus.packaged import corpus_path
 
@@ -181,46 +213,196 @@ def test_kwargs(task: str, n_jobs: int, curves: str | None, quick: bool) -> dict
     return env_kwargs(task, 1.0, n_jobs, own)
 
 
+def model_ends(model: Any, jobs: Sequence[Any], window: int | None = None) -> Any:
+    """(n,): the checkpoint after which a stateless SB3 model ends each job of an episode.
+
+    ``jobs``: :func:`~evalstop_experiments.scoring.job_observations` of the episode
+    (each job's observation at every decision, built as the env builds them);
+    ``window``: pad each to that many slots first, as :class:`PaddedPolicy` does.  Every
+    decision is made in one batch, greedily, as ``model.act`` makes it one at a
+    time (a near tie, :data:`NEAR_TIE`, is re-decided by ``model.act``).  A job's end is
+    its first stop, else its last checkpoint: what the played episode records, since a
+    per-job stopper's decision reads its own job's observation only.
+    """
+    import numpy as np
+    import torch
+    from gymnasium import spaces
+
+    from baselines.floors import end_checkpoints
+    from evalstop_gym.envs.wrappers import pad_observation
+
+    if getattr(model, "_jobs", None) is not None:
+        raise ValueError(f"{model!r} is recurrent: its decisions depend on the job's past ones")
+    obs = [o if window is None else pad_observation(o, window) for job in jobs for o in job.obs]
+    if model.flatten:
+        x: Any = np.stack([spaces.flatten(model._dict_space, o) for o in obs])
+    else:
+        x = {f: np.stack([o[f] for o in obs]) for f in obs[0]}
+    policy = model.model.policy
+    with torch.no_grad():
+        tensor, _ = policy.obs_to_tensor(x)
+        logits = policy.get_distribution(tensor).distribution.logits.cpu().numpy()
+    acts = logits.argmax(axis=1)
+    for i in np.flatnonzero(np.abs(logits[:, 1] - logits[:, 0]) < NEAR_TIE):
+        acts[i] = model.act(obs[i])
+    return end_checkpoints(acts.reshape(len(jobs), -1).astype(bool))
+
+
 def score_models(
     models: dict[str, Path],
     task: str,
     seeds: Sequence[int],
     kw: dict[str, Any],
+    *,
+    progress: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per model: its normalised score on ``task`` (the suite's reference and CI)."""
+    """One row per model and one for the task's best floor family, on the same test seeds.
+
+    Each row: the normalised score (the suite's reference; a held-out task's CI over its
+    test runs), U − U0, the paired difference to the best floor family (tuned on
+    :data:`~evalstop_experiments.scoring.VALIDATION_SEEDS`, a held-out task's on its
+    train runs), where the stopper ends runs, and its score on :data:`COVERAGE_BLOCKS`
+    blocks of the seeds.  NoStop and the reference are played; the floor's and the
+    models' utilities are computed from the episode's observations (:func:`model_ends`).
+    """
+    import numpy as np
+
+    from baselines.evaluate import play_episode
+    from baselines.floors import utilities
     from baselines.learned import Learned, read_meta
     from baselines.policies import NoStop
+    from evalstop_gym.suite import is_heldout, tuning_kwargs
 
+    from ..scoring import (
+        VALIDATION_SEEDS,
+        best_floor,
+        episode_arrays,
+        episode_job_runs,
+        job_observations,
+        run_bootstrap_diff,
+        run_bootstrap_score,
+        tune_floors,
+        unit_sums,
+    )
+
+    heldout = is_heldout(kw)
     reference, ref = reference_for(kw), reference_stopper(kw)
-    u0 = [play(kw, s, NoStop())["utility"] for s in seeds]
-    uref = [play(kw, s, ref.policy)["utility"] for s in seeds]
-    rows = []
+    floor = best_floor(tune_floors(tuning_kwargs(kw), VALIDATION_SEEDS))
+    players: dict[str, tuple[Any, dict[str, Any], int | None, int]] = {}
     for name, path in models.items():
-        policy, play_kw = _player(
-            Learned.pretrained("hard") if name == SHIPPED else Learned(path), kw
-        )
-        if policy is None:
-            continue
-        u = [play(play_kw, s, policy)["utility"] for s in seeds]
-        score = zip(("score", "score_lo", "score_hi"), normalised_score(u, u0, uref))
-        diff = zip(("u_minus_u0", "u_minus_u0_lo", "u_minus_u0_hi"), paired_diff_ci(u, u0))
-        rows.append(
-            {
-                "experiment": EXPERIMENT_ID,
-                "train": name,
-                "train_tasks": "+".join(TRAIN_SETS.get(name, ("hard-0.05",))),
-                "train_timesteps": read_meta(path)["timesteps"],
-                "test": task,
-                "reference": reference.value,
-                "seeds": len(seeds),
-                **dict(score),
-                **dict(diff),
-                "utility": sum(u) / len(u),
-                "utility_nostop": sum(u0) / len(u0),
-                "utility_ref": sum(uref) / len(uref),
-            }
-        )
+        model = Learned.pretrained("hard") if name == SHIPPED else Learned(path)
+        policy, play_kw = _player(model, kw)
+        if policy is not None:
+            w = int(model.meta["eval_window"])
+            pad = w if checkpoints(kw) < w else None
+            players[name] = (model, play_kw, pad, int(read_meta(path)["timesteps"]))
+    names = [FLOOR_ROW, *players]
+    u0, uref = [], []
+    u: dict[str, list[float]] = {n: [] for n in names}
+    terms: dict[str, list[Any]] = {n: [] for n in [*names, "nostop", "ref"]}
+    where: dict[str, tuple[list[float], int, int]] = {n: ([], 0, 0) for n in names}
+    for s in seeds:
+        row0, rec = play_episode(NoStop(), int(s), kw)
+        rref = play(kw, int(s), ref.policy, job_terms=kw if heldout else None)
+        ep = episode_arrays(kw, int(s))
+        values, k = ep.values, ep.arrays.k
+        labels = {
+            "hacking": rec.hacking.astype(int),
+            "peak": np.asarray(rec.peak_progress, dtype=float),
+            "job_type": rec.job_type.astype(int),
+        }
+        base = float(utilities(np.asarray(rec.ckpt_done)[None, :], values)[0])
+        rows_ = np.arange(values.shape[0])
+        terms["nostop"].append(values[rows_, np.asarray(rec.ckpt_done) - 1] - values[:, 0])
+        if heldout:
+            terms["ref"].append(rref["job_terms"])
+        u0.append(row0["utility"])
+        uref.append(rref["utility"])
+        ends = {FLOOR_ROW: floor.family.ends([floor.policy], ep.arrays)[0]}
+        jobs: dict[str, Any] = {}
+        for name, (model, play_kw, pad, _) in players.items():
+            key = repr(sorted(play_kw.items()))
+            if key not in jobs:
+                jobs[key] = job_observations(play_kw, int(s))
+            ends[name] = model_ends(model, jobs[key], pad)
+        for name, e in ends.items():
+            e = np.asarray(e)
+            # The difference first: a model that never stops gets U0 exactly.
+            u[name].append(row0["utility"] + (float(utilities(e[None, :], values)[0]) - base))
+            terms[name].append(values[rows_, e - 1] - values[:, 0])
+            a, h, n = _positions(e, k, labels)
+            wa, wh, wn = where[name]
+            where[name] = (wa + a, wh + h, wn + n)
+    groups = [episode_job_runs(kw, int(s)) for s in seeds] if heldout else []
+    ref_gain_lo = paired_diff_ci(uref, u0)[1]
+    if heldout:
+        su0, suref = unit_sums(groups, terms["nostop"]), unit_sums(groups, terms["ref"])
+        ref_gain_lo = run_bootstrap_diff(suref, su0, len(seeds))[0]
+    rows = []
+    for name in names:
+        score = normalised_score(u[name], u0, uref)
+        diff = paired_diff_ci(u[name], u0)
+        vs = paired_diff_ci(u[name], u[FLOOR_ROW])
+        if heldout:
+            su = unit_sums(groups, terms[name])
+            score = run_bootstrap_score(su, su0, suref)
+            diff = (diff[0], *run_bootstrap_diff(su, su0, len(seeds)))
+            sf = unit_sums(groups, terms[FLOOR_ROW])
+            vs = (vs[0], *run_bootstrap_diff(su, sf, len(seeds)))
+        after, stopped, healthy = where[name]
+        row: dict[str, Any] = {
+            "experiment": EXPERIMENT_ID,
+            "train": name,
+            "train_tasks": "validation seeds"
+            if name == FLOOR_ROW
+            else "+".join(TRAIN_SETS.get(name, ("hard-0.05",))),
+            "train_timesteps": players[name][3] if name in players else 0,
+            "test": task,
+            "reference": reference.value,
+            "seeds": len(seeds),
+            "score": score[0],
+            "score_lo": score[1],
+            "score_hi": score[2],
+            "u_minus_u0": diff[0],
+            "u_minus_u0_lo": diff[1],
+            "u_minus_u0_hi": diff[2],
+            "utility": sum(u[name]) / len(u[name]),
+            "utility_nostop": sum(u0) / len(u0),
+            "utility_ref": sum(uref) / len(uref),
+            "floor_family": floor.family.label,
+            "minus_floor": vs[0],
+            "minus_floor_lo": vs[1],
+            "minus_floor_hi": vs[2],
+            "hack_after_peak_median": float(np.median(after)) if after else math.nan,
+            "healthy_stopped_share": stopped / healthy if healthy else math.nan,
+            "ref_gain_lo": ref_gain_lo,
+        }
+        row.update(_blocks(u[name], u0, uref))
+        rows.append(row)
     return rows
+
+
+def _blocks(u: Sequence[float], u0: Sequence[float], uref: Sequence[float]) -> dict[str, float]:
+    """``block_<i>`` (score) and ``block_<i>_lo`` / ``_hi`` (its CI over the block's seeds) for
+    :data:`COVERAGE_BLOCKS` blocks of the seeds in order (NaN: fewer than 2 seeds a block)."""
+    import numpy as np
+
+    from ..stats import seed_blocks
+
+    out: dict[str, float] = {}
+    n = len(u)
+    parts = seed_blocks(n, COVERAGE_BLOCKS) if n >= 2 * COVERAGE_BLOCKS else []
+    a, a0, aref = (np.asarray(x, dtype=float) for x in (u, u0, uref))
+    for i in range(COVERAGE_BLOCKS):
+        got = (
+            normalised_score(a[parts[i]], a0[parts[i]], aref[parts[i]])
+            if parts
+            else (math.nan,) * 3
+        )
+        out.update(
+            {f"block_{i + 1}": got[0], f"block_{i + 1}_lo": got[1], f"block_{i + 1}_hi": got[2]}
+        )
+    return out
 
 
 def _player(model: Any, kw: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -256,8 +438,11 @@ def run_e9(
 ) -> list[dict[str, Any]]:
     """Train every model of the (quick) training sets, score each on every test task; rows.
 
-    ``curves`` (a micro-RLHF corpus JSONL) adds the ``micro-rlhf`` test task.
+    ``curves`` (a micro-RLHF corpus JSONL) adds the ``micro-rlhf`` test task; a held-out
+    task whose corpus split is not there is left out.
     """
+    from evalstop_gym.errors import ConfigError
+
     size = SIZES["quick" if quick else "default"]
     train_sets = QUICK_TRAIN_SETS if quick else tuple(TRAIN_SETS)
     tests = list(QUICK_TEST_TASKS if quick else TEST_TASKS) + (["micro-rlhf"] if curves else [])
@@ -277,21 +462,34 @@ def run_e9(
     test_seeds = range(seeds or size["seeds"])
     rows = []
     for task in tests:
+        try:
+            kw = test_kwargs(task, size["n_jobs"], curves if task == "micro-rlhf" else None, quick)
+        except (ConfigError, TypeError):
+            continue  # a held-out task without its corpus split
         if progress is not None:
             progress(f"E9 scoring {len(models)} models on {task}")
-        kw = test_kwargs(task, size["n_jobs"], curves if task == "micro-rlhf" else None, quick)
         rows += score_models(models, task, test_seeds, kw)
     return rows
 
 
 def _cell(r: dict[str, Any] | None) -> str:
+    """score [CI]; Δfloor [CI] (models); hacking runs' median end − peak / healthy stopped."""
     if r is None:
         return "–"
-    return f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]"
+    cell = f"{fmt(r['score'])} [{fmt(r['score_lo'])}, {fmt(r['score_hi'])}]"
+    if r["train"] == FLOOR_ROW:
+        cell += f" ({r['floor_family']})"
+    else:
+        cell += f" Δfloor {fmt(r['minus_floor'])} [{fmt(r['minus_floor_lo'])}, {fmt(r['minus_floor_hi'])}]"
+    if math.isfinite(r["hack_after_peak_median"]):
+        share = fmt(100 * r["healthy_stopped_share"], 0)
+        cell += f"; {r['hack_after_peak_median']:+.2f} / {share} %"
+    return cell
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The train x test grid of normalised scores with their 95 % CIs."""
+    """The train x test grid: each cell's score and CI, the difference to the task's best
+    floor family (the first row) and where the model stops."""
     trains = list(dict.fromkeys(r["train"] for r in rows))
     tests = list(dict.fromkeys(r["test"] for r in rows))
     refs = {r["test"]: r["reference"] for r in rows}
@@ -300,34 +498,142 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for tr in trains:
         lines.append("| " + " | ".join([tr] + [_cell(keyed.get((tr, t))) for t in tests]) + " |")
+    weak = sorted({r["test"] for r in rows if not r.get("ref_gain_lo", 1.0) > 0})
+    if weak:
+        lines.append(
+            f"\nThe reference's gain over NoStop has a 95 % CI reaching 0 on {', '.join(weak)}: "
+            "those scores are ratios of a denominator that may be 0."
+        )
     return "\n".join(lines) + "\n"
+
+
+def coverage_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The CI-coverage check: each model's score on blocks of the test seeds beside its CI."""
+    from ..scoring import coverage_table
+
+    checks = []
+    for r in rows:
+        blocks = [
+            (r[f"block_{i}"], r[f"block_{i}_lo"], r[f"block_{i}_hi"])
+            for i in range(1, COVERAGE_BLOCKS + 1)
+        ]
+        if r["train"] == FLOOR_ROW or not all(math.isfinite(b[0]) for b in blocks):
+            continue
+        checks.append(
+            {
+                "task": r["test"],
+                "price_factor": 1.0,
+                "stopper": r["train"],
+                "seeds": r["seeds"],
+                "score": r["score"],
+                "score_lo": r["score_lo"],
+                "score_hi": r["score_hi"],
+                "blocks": blocks,
+                "inside": [r["score_lo"] <= b[0] <= r["score_hi"] for b in blocks],
+            }
+        )
+    return coverage_table(checks)
 
 
 def legend(rows: Sequence[dict[str, Any]]) -> str:
     """What the table shows: the training sets, the budget, the window, the score."""
     mix = ", ".join(TRAIN_SETS["mix"])
     seeds = rows[0]["seeds"] if rows else 0
-    steps = sorted({int(r["train_timesteps"]) for r in rows})
+    steps = sorted({int(r["train_timesteps"]) for r in rows if r["train"] != FLOOR_ROW})
     return (
         f"PPO (shipped defaults, {'/'.join(map(str, steps))} steps, training seed {TRAIN_SEED}) "
         "trained on each row's tasks; "
         f"`mix` draws each training cluster episode from {mix}. Models see the last "
         f"{COMMON_WINDOW} evals (`paper`'s 10, padded to {COMMON_WINDOW} slots). "
-        f"{seeds} test seeds per cell. {SCORE_LEGEND}"
+        f"{seeds} test seeds per cell, 100-job episodes, 1× price. {SCORE_LEGEND} "
+        f"`{FLOOR_ROW}`: the task's best floor family, tuned on the validation seeds "
+        "(`trl-heldout`: on its train runs; it is scored against the CurveOracle with CIs "
+        "over its test runs). Each model's "
+        "cell: score [95 % CI]; Δfloor: mean utility minus the best floor's on the same "
+        "seeds [95 % CI]; then the hacking RLHF runs' median stop minus true peak (progress) "
+        "/ the share of healthy RLHF runs stopped before their end."
         + (SMOKE_NOTE if max(steps, default=0) <= SIZES["quick"]["timesteps"] else "")
     )
 
 
 def write_e9(out: str | Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
-    """Write ``OUT/E9.csv`` (every column) and ``OUT/E9.md`` (the grid)."""
+    """Write ``OUT/E9.csv`` (every column) and ``OUT/E9.md`` (the grid, the CI coverage)."""
     out = Path(out)
     csv_path, md_path = out / "E9.csv", out / "E9.md"
     with atomic_open(csv_path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    atomic_write(md_path, f"# E9: generalisation\n\n{legend(rows)}\n\n{markdown_table(rows)}")
+    atomic_write(
+        md_path,
+        f"# E9: generalisation\n\n{legend(rows)}\n\n{markdown_table(rows)}\n"
+        f"{coverage_markdown(rows)}",
+    )
     return [csv_path, md_path]
+
+
+def rescore_e9(
+    out: str | Path,
+    tasks: Sequence[str],
+    *,
+    seeds: int | None = None,
+    timesteps: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Path]:
+    """Score the models a full E9 run trained into ``OUT/e9_models`` again on ``tasks``.
+
+    For a task whose regime or corpus changed since (e.g. a refitted ``grounded``): the
+    models are reused as :func:`train_models` reuses them (same training set, budget and
+    seed; a missing one is trained), those tasks' rows of ``OUT/E9.csv`` are replaced (a
+    new task's are added) and ``OUT/E9.csv`` and ``OUT/E9.md`` rewritten.  A later
+    ``reproduce --resume`` sees E9's files changed and runs E9 again, reusing the models.
+    """
+    from evalstop_gym.errors import ConfigError
+
+    size = SIZES["default"]
+    unknown = [t for t in tasks if t not in TEST_TASKS]
+    if unknown:
+        raise ConfigError("tasks", unknown, f"E9's test tasks {', '.join(TEST_TASKS)}")
+    models = train_models(
+        out,
+        tuple(TRAIN_SETS),
+        timesteps=timesteps or size["timesteps"],
+        n_jobs=size["n_jobs"],
+        eval_episodes=size["eval_episodes"],
+        n_envs=size["n_envs"],
+        progress=progress,
+    )
+    from baselines.learned import PRETRAINED_DIR
+
+    models[SHIPPED] = PRETRAINED_DIR / "hard.zip"
+    path = Path(out) / "E9.csv"
+    old = read_rows(path) if path.exists() else []
+    fresh: dict[str, list[dict[str, Any]]] = {}
+    for task in tasks:
+        if progress is not None:
+            progress(f"E9 scoring {len(models)} models on {task}")
+        kw = test_kwargs(task, size["n_jobs"], None, False)
+        fresh[task] = score_models(models, task, range(seeds or size["seeds"]), kw)
+    order = list(dict.fromkeys([*(r["test"] for r in old), *tasks]))
+    rows = [
+        r for t in order for r in (fresh[t] if t in fresh else [r for r in old if r["test"] == t])
+    ]
+    return write_e9(out, rows)
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of an ``E9.csv``, numbers read back as numbers."""
+
+    def value(text: str) -> Any:
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+
+    with open(path, newline="") as fh:
+        return [{k: value(v) for k, v in r.items()} for r in csv.DictReader(fh)]
 
 
 def _lsm_available() -> bool:
@@ -354,6 +660,7 @@ def _ppo_section(rows: list[dict[str, Any]]) -> list[str]:
     finite = all(math.isfinite(r["score"]) for r in rows)
     lines = ["## E9 — generalisation of learned stoppers (train × test)", "", legend(rows), ""]
     lines.append(markdown_table(rows))
+    lines.append(coverage_markdown(rows))
     if not finite:
         lines.append("Some cells are not finite: a reference equal to NoStop on that task.\n")
     return lines
@@ -365,6 +672,8 @@ def build(out: Path, opts: ReproduceOptions, plan: Plan) -> None:
     Runs when E9 is selected and learned stoppers are not switched off
     (``--no-learned``); ``--train-timesteps`` sets its budget per model too, and a
     micro-RLHF corpus (``--corpus`` or E7's ``OUT/curves``) adds that test task.
+    Trained PPO models are reused by a rerun (:func:`train_models`); :func:`rescore_e9`
+    scores them again on chosen tasks without the rest of E9.
     """
     lsm = _lsm_available()
     if lsm:

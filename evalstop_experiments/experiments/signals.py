@@ -15,7 +15,11 @@ Protocol (:func:`e12`):
   the env's own observation rows, on the corpus task's checkpoints), and a detector's
   stop is the first checkpoint (before the last) at which it says stop;
 * a threshold maximises recall - FPR on the train runs (Youden's J; ties: the earlier
-  warning), the learned detector's on probabilities cross-fitted over train cells;
+  warning), the learned detector's on probabilities cross-fitted over train cells; every
+  tuned detector is tuned a second time for the utility the suite scores (the true quality
+  of the checkpoint it would deliver minus the GPU-hours it uses, at the held-out task's
+  price and scale: :func:`stop_utility`), since a detector that tells hacking apart well
+  need not stop where stopping pays;
 * on the test runs: precision, recall, FPR (healthy runs stopped), the share of hacking
   runs warned at or before their gold peak, and the lead time (gold peak - stop; positive
   = before the peak) in progress units and in checkpoints, each with a 95 % bootstrap CI
@@ -27,6 +31,7 @@ Protocol (:func:`e12`):
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -53,7 +58,9 @@ from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.envs.tables import observed
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_open
+from evalstop_gym.sim.real_curves import GAIN, corpus_map, gold_gain
 from evalstop_gym.sim.signals import SIGNAL_FIELDS, logged_signals, trace_signal
+from evalstop_gym.sim.workloads import RLHF, get_workload
 from evalstop_gym.suite import HELDOUT_TASKS, suite_task
 
 from ..plan import Experiment, Plan, ReproduceOptions
@@ -72,6 +79,11 @@ N_BOOT = 2000
 DRIFTS = (0.0, 0.5, 1.0)
 #: What each boundary means in the table.
 BOUNDARIES = ("evals", "signals", "both")
+#: How a detector's threshold is chosen on the train runs: recall - FPR (Youden's J), or
+#: the utility the suite scores (:func:`stop_utility`).
+TUNINGS = ("J", "utility")
+#: The suffix of a utility-tuned detector's name.
+UTILITY_SUFFIX = " (utility-tuned)"
 SIGNAL_TITLES = {
     "kl": "KL rise",
     "reward": "proxy-reward rise",
@@ -92,23 +104,29 @@ class Runs:
     peak_ckpt: np.ndarray  # (n,) 0-based checkpoint of the resampled gold's peak
     peak_progress: np.ndarray  # (n,) the gold's true peak, progress in [0, 1]
     cells: list[str]
+    gold: np.ndarray  # (n, K) the gold at the K checkpoints
+    evals: np.ndarray  # (n, K) the recorded evals at the K checkpoints (what is observed)
 
     @classmethod
     def of(cls, traces: Sequence[CurveTrace], k: int, signals: Sequence[str]) -> Runs:
         """The runs of ``traces`` on ``k`` checkpoints with ``signals`` observed."""
         traces = list(traces)
-        peaks = []
+        golds, evals = [], []
         for t in traces:
-            gold = resample(t, k)[3]
+            _, ev, _, gold = resample(t, k)
             assert gold is not None
-            peaks.append(int(np.argmax(gold)))
+            golds.append(gold)
+            evals.append(ev)
+        gold_k = np.array(golds, dtype=float).reshape(len(traces), k)
         return cls(
             traces,
             run_observations(traces, k, signals),
             np.array([bool(t.label) for t in traces]),
-            np.array(peaks),
+            np.argmax(gold_k, axis=1) if traces else np.zeros(0, dtype=int),
             np.array([peak_progress(t.gold, t.step) for t in traces]),
             [cell_of(t) for t in traces],
+            gold_k,
+            np.array(evals, dtype=float).reshape(len(traces), k),
         )
 
     def past_peak(self) -> list[np.ndarray]:
@@ -122,35 +140,114 @@ def stat_matrix(stat: Callable[[dict[str, np.ndarray]], float], runs: Runs) -> n
     return np.array([[stat(o) for o in run[:-1]] for run in runs.observations])
 
 
-def stops_at(stats: np.ndarray, threshold: float) -> np.ndarray:
-    """(n,) the first checkpoint whose statistic exceeds ``threshold``; -1: no stop."""
-    fire = stats > threshold
-    return np.where(fire.any(axis=1), fire.argmax(axis=1), -1)
+def stops_at(stats: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
+    """The first checkpoint whose statistic exceeds ``threshold``; -1: no stop.
+
+    (n,) for one threshold; (n, C) for an array of C thresholds, column c for the c-th.
+    """
+    thr = np.asarray(threshold, dtype=float)
+    fire = stats[:, :, None] > thr.reshape(1, 1, -1)
+    out = np.where(fire.any(axis=1), fire.argmax(axis=1), -1)
+    return out[:, 0] if thr.ndim == 0 else out
 
 
-def youden(stops: np.ndarray, runs: Runs) -> tuple[float, float]:
-    """(recall - FPR, mean lead in checkpoints of the stopped hacking runs) of ``stops``."""
-    fired = stops >= 0
+def youden(stops: np.ndarray, runs: Runs) -> tuple[Any, Any]:
+    """(recall - FPR, mean lead in checkpoints of the stopped hacking runs) of ``stops``.
+
+    ``stops`` (n,) gives two floats; (n, C) gives two (C,) arrays, one value per column.
+    """
+    one = stops.ndim == 1
+    st = stops[:, None] if one else stops
+    fired = st >= 0
     h = runs.hacking
-    recall = fired[h].mean() if h.any() else 0.0
-    fpr = fired[~h].mean() if (~h).any() else 0.0
-    tp = fired & h
-    lead = float(np.mean(runs.peak_ckpt[tp] - stops[tp])) if tp.any() else -np.inf
-    return float(recall - fpr), lead
+    recall = fired[h].mean(axis=0) if h.any() else np.zeros(st.shape[1])
+    fpr = fired[~h].mean(axis=0) if (~h).any() else np.zeros(st.shape[1])
+    tp = fired & h[:, None]
+    n_tp = tp.sum(axis=0)
+    total = np.where(tp, runs.peak_ckpt[:, None] - st, 0).sum(axis=0)
+    lead = np.where(n_tp > 0, total / np.maximum(n_tp, 1), -np.inf)
+    j = recall - fpr
+    return (float(j[0]), float(lead[0])) if one else (j, lead)
 
 
-def tune_threshold(stats: np.ndarray, runs: Runs) -> tuple[float, float, float]:
-    """(threshold, J, lead) maximising J on ``runs``, ties to the larger lead (earlier warning)."""
+@dataclass(frozen=True)
+class Price:
+    """What a checkpoint costs and what a gold point is worth, in the held-out task's units.
+
+    Attributes:
+        per_checkpoint: GPU-hour price x an RLHF job's mean GPU-hours / K (eval units).
+        scale: Eval units per gold unit: the corpus's common map, or None for each run's
+            own scale (``GAIN`` / its gold gain: the per-run replay).
+    """
+
+    per_checkpoint: float
+    scale: float | None
+
+
+def task_price(kw: dict[str, Any]) -> Price:
+    """The :class:`Price` of the env kwargs ``kw`` (a corpus task)."""
+    config = EvalStopConfig.from_kwargs(**kw)
+    sim = config.sim_config
+    hours = get_workload(sim.workload).profiles[RLHF].mean_gpu_hours()
+    k = sim.resolved_calibration().evals_per_job
+    scale = corpus_map(kw["curves"]).eval_factor if kw.get("curve_scale") == "corpus" else None
+    return Price(config.gpu_hour_price * hours / k, scale)
+
+
+def stop_utility(stops: np.ndarray, runs: Runs, price: Price) -> Any:
+    """Mean utility over ``runs`` of stopping run r after checkpoint ``stops[r]`` (-1: never).
+
+    A stopped (or finished) run delivers its best observed checkpoint so far (ties: the
+    earlier), worth its gold in eval units, and has paid ``price.per_checkpoint`` for each
+    checkpoint it ran: the per-job utility the suite's score is made of, on the runs' own
+    recorded evals.  ``stops`` (n,) gives a float; (n, C) a (C,) array, one per column.
+    """
+    n, k = runs.gold.shape
+    one = stops.ndim == 1
+    st = stops[:, None] if one else stops
+    if n == 0:
+        out = np.zeros(st.shape[1])
+        return float(out[0]) if one else out
+    end = np.where(st < 0, k - 1, st)
+    # best_at[r, e]: run r's best observed checkpoint among 0..e (a strict rise moves it).
+    best_at = np.zeros((n, k), dtype=int)
+    for e in range(1, k):
+        prev = best_at[:, e - 1]
+        rise = runs.evals[:, e] > runs.evals[np.arange(n), prev]
+        best_at[:, e] = np.where(rise, e, prev)
+    best = np.take_along_axis(best_at, end, axis=1)
+    if price.scale is None:
+        scale = np.array([GAIN / gold_gain(t) for t in runs.traces])
+    else:
+        scale = np.full(n, price.scale)
+    delivered = np.take_along_axis(runs.gold, best, axis=1)
+    value = scale[:, None] * delivered - price.per_checkpoint * (end + 1)
+    out = value.mean(axis=0)
+    return float(out[0]) if one else out
+
+
+def tune_threshold(
+    stats: np.ndarray, runs: Runs, price: Price | None = None
+) -> tuple[float, float, float]:
+    """(threshold, criterion, lead) maximising the criterion on ``runs``, ties to the larger lead.
+
+    The criterion is J (recall - FPR), or with ``price`` the mean :func:`stop_utility`;
+    among equal (criterion, lead) the first candidate (the lowest threshold) is kept.
+    """
     values = np.unique(stats[np.isfinite(stats)])
     # A threshold just below each observed value fires at it; above the largest, never.
     cands = [*(np.nextafter(v, -np.inf) for v in values), float(values.max()) + 1.0]
     if len(cands) > 400:
         cands = [*np.quantile(values, np.linspace(0, 1, 400)), cands[-1]]
+    thr = np.array(cands, dtype=float)
+    stops = stops_at(stats, thr)
+    j, lead = youden(stops, runs)
+    if price is not None:
+        j = stop_utility(stops, runs, price)
     best = (-np.inf, -np.inf, cands[-1])
-    for thr in cands:
-        j, lead = youden(stops_at(stats, thr), runs)
-        if (j, lead) > best[:2]:
-            best = (j, lead, float(thr))
+    for c in range(len(cands)):
+        if (float(j[c]), float(lead[c])) > best[:2]:
+            best = (float(j[c]), float(lead[c]), float(thr[c]))
     return best[2], best[0], best[1]
 
 
@@ -174,22 +271,27 @@ class Detector:
     boundary: str
     policy: Any
     obs_fields: tuple[str, ...]
-    train_j: float
+    train_j: float  # the tuning criterion on the train runs (J, or the mean utility)
+    tuning: str = "J"
 
 
-def tune_cusums(train: Runs, signals: Sequence[str]) -> list[Detector]:
-    """The eval CUSUM and each signal's CUSUM(s), thresholds and drifts tuned on ``train``."""
+def tune_cusums(train: Runs, signals: Sequence[str], price: Price | None = None) -> list[Detector]:
+    """The eval CUSUM and each signal's CUSUM(s), thresholds and drifts tuned on ``train``.
+
+    For J, or with ``price`` for the utility (:func:`tune_threshold`).
+    """
     out = []
+    tuning = "J" if price is None else "utility"
     eval_unit = _scale(train, "evals")
     best: tuple[float, float, Any] | None = None
     for drift in DRIFTS:
         probe = Cusum(threshold=1.0, drift=drift * eval_unit)
         stats = stat_matrix(lambda o, p=probe: _eval_cusum(p, o), train)
-        thr, j, lead = tune_threshold(stats, train)
+        thr, j, lead = tune_threshold(stats, train, price)
         if best is None or (j, lead) > best[:2]:
             best = (j, lead, Cusum(threshold=max(thr, 1e-12), drift=drift * eval_unit))
     assert best is not None
-    out.append(Detector("CUSUM on evals", "evals", best[2], (), best[0]))
+    out.append(Detector("CUSUM on evals", "evals", best[2], (), best[0], tuning))
     for signal in signals:
         orders = (1, 2) if signal == "kl" else (1,)
         for order in orders:
@@ -198,13 +300,14 @@ def tune_cusums(train: Runs, signals: Sequence[str]) -> list[Detector]:
             for drift in DRIFTS:
                 probe = SignalCusum(signal, 1.0, drift * unit, order)
                 stats = stat_matrix(probe.statistic, train)
-                thr, j, lead = tune_threshold(stats, train)
+                thr, j, lead = tune_threshold(stats, train, price)
                 if chosen is None or (j, lead) > chosen[:2]:
                     det = SignalCusum(signal, max(thr, 1e-12), drift * unit, order)
                     chosen = (j, lead, det)
             assert chosen is not None
             title = "KL acceleration" if order == 2 else SIGNAL_TITLES[signal]
-            out.append(Detector(f"CUSUM: {title}", "signals", chosen[2], (signal,), chosen[0]))
+            name = f"CUSUM: {title}"
+            out.append(Detector(name, "signals", chosen[2], (signal,), chosen[0], tuning))
     return out
 
 
@@ -214,9 +317,18 @@ def _eval_cusum(probe: Cusum, obs: dict[str, np.ndarray]) -> float:
 
 
 def fit_learned(
-    train: Runs, signals: Sequence[str], evals: bool, name: str, folds: int = 4
-) -> Detector:
-    """The learned detector on ``signals`` (and the evals): threshold on cross-fitted probabilities."""
+    train: Runs,
+    signals: Sequence[str],
+    evals: bool,
+    name: str,
+    folds: int = 4,
+    prices: Sequence[Price | None] = (None,),
+) -> list[Detector]:
+    """The learned detector on ``signals`` (and the evals), one per tuning of ``prices``.
+
+    Its threshold is tuned on probabilities cross-fitted over train cells, for J (None) or
+    for the utility at a :class:`Price`; the probabilities and the final fit are shared.
+    """
     cells = sorted(set(train.cells))
     rng = np.random.default_rng(0)
     order = list(rng.permutation(len(cells)))
@@ -233,34 +345,55 @@ def fit_learned(
         )
         for i in held:
             probs[i] = [model.probability(o) for o in train.observations[i][:-1]]
-    thr, j, _ = tune_threshold(probs, train)
-    thr = float(min(max(thr, 0.0), 1.0))
-    model = LearnedDetector.fit(train.observations, past, signals, evals, thr, name)
+    final = LearnedDetector.fit(train.observations, past, signals, evals, 0.5, name)
     boundary = "both" if evals else "signals"
-    return Detector(name, boundary, model, tuple(signals), j)
+    out = []
+    for price in prices:
+        thr, j, _ = tune_threshold(probs, train, price)
+        thr = float(min(max(thr, 0.0), 1.0))
+        model = dataclasses.replace(final, threshold=thr)
+        tuning = "J" if price is None else "utility"
+        out.append(Detector(name, boundary, model, tuple(signals), j, tuning))
+    return out
 
 
 def detectors_for(
-    train: Runs, signals: Sequence[str], common: Sequence[str] | None = None
+    train: Runs,
+    signals: Sequence[str],
+    common: Sequence[str] | None = None,
+    prices: Sequence[Price | None] = (None,),
 ) -> list[Detector]:
     """Every detector of E12, tuned on ``train``: evals only, each signal, learned, both.
 
     ``signals``: those some run logged (a CUSUM each); ``common``: those every run logged
-    (the learned detectors' inputs; default ``signals``).
+    (the learned detectors' inputs; default ``signals``).  One set per entry of
+    ``prices``: None tunes for J (with the untuned EvalStop(k=2) first), a :class:`Price`
+    for the utility (names ending in :data:`UTILITY_SUFFIX`).
     """
     common = tuple(signals if common is None else common)
-    cusums = tune_cusums(train, signals)
-    out = [Detector("EvalStop(k=2)", "evals", EvalStop(2), (), float("nan")), *cusums]
-    if common:
-        out.append(fit_learned(train, common, False, "Learned (signals)"))
-    if signals:
-        sig = [d for d in cusums if d.boundary == "signals"]
-        best = max(sig, key=lambda d: d.train_j)
-        both = AnyOf([cusums[0].policy, best.policy], name=f"evals or {best.name}")
-        name = f"CUSUM on evals or {best.name}"
-        out.append(Detector(name, "both", both, best.obs_fields, float("nan")))
-    if common:
-        out.append(fit_learned(train, common, True, "Learned (signals + evals)"))
+    learned = {
+        evals: fit_learned(train, common, evals, title, prices=prices) if common else []
+        for evals, title in ((False, "Learned (signals)"), (True, "Learned (signals + evals)"))
+    }
+    out: list[Detector] = []
+    for n, price in enumerate(prices):
+        cusums = tune_cusums(train, signals, price)
+        part = [*cusums]
+        if price is None:
+            part.insert(0, Detector("EvalStop(k=2)", "evals", EvalStop(2), (), float("nan"), "–"))
+        if common:
+            part.append(learned[False][n])
+        if signals:
+            sig = [d for d in cusums if d.boundary == "signals"]
+            best = max(sig, key=lambda d: d.train_j)
+            both = AnyOf([cusums[0].policy, best.policy], name=f"evals or {best.name}")
+            name = f"CUSUM on evals or {best.name}"
+            part.append(Detector(name, "both", both, best.obs_fields, float("nan"), best.tuning))
+        if common:
+            part.append(learned[True][n])
+        if price is not None:
+            part = [dataclasses.replace(d, name=d.name + UTILITY_SUFFIX) for d in part]
+        out += part
     return out
 
 
@@ -316,6 +449,7 @@ def detection_row(det: Detector, test: Runs, n_boot: int = N_BOOT) -> dict[str, 
         "n_test": n,
         "n_hacking": int(h.sum()),
         "train_j": det.train_j,
+        "tuning": det.tuning,
     }
     all_i = np.arange(n)
     for key, fn in (
@@ -351,6 +485,18 @@ def heldout_task(
     path = folder / "heldout.jsonl"
     write_traces(test, path)
     return f"{BASE_TASK} on the held-out runs", suite_task(BASE_TASK, curves=str(path))
+
+
+def train_task(corpus: str = "") -> dict[str, Any]:
+    """The env kwargs whose price and scale a utility-tuned detector is tuned for.
+
+    The train side of the corpus's held-out task (``evalstop_gym.suite.HELDOUT_TASKS``), or
+    ``trl-gao``'s settings for any other corpus (each run on its own scale).
+    """
+    for name, packaged in HELDOUT_TASKS.items():
+        if packaged == corpus:
+            return suite_task(name, split="train")
+    return suite_task(BASE_TASK)
 
 
 def score_rows(
@@ -401,7 +547,8 @@ def e12(
     )
     train = Runs.of(select(traces, split, "train"), k, signals)
     test = Runs.of(select(traces, split, "test"), k, signals)
-    detectors = detectors_for(train, signals, common)
+    price = task_price(train_task(corpus))
+    detectors = detectors_for(train, signals, common, (None, price))
     rows = [detection_row(d, test, n_boot) for d in detectors]
     scores: dict[str, tuple[float, float, float]] = {}
     task = ""
@@ -434,7 +581,7 @@ COLUMNS = (
     "recall_lo", "recall_hi", "fpr", "fpr_lo", "fpr_hi", "warned_before_peak",
     "warned_before_peak_lo", "warned_before_peak_hi", "lead_progress", "lead_progress_lo",
     "lead_progress_hi", "lead_ckpt", "lead_ckpt_lo", "lead_ckpt_hi", "score", "score_lo",
-    "score_hi", "score_seeds", "n_train", "n_test", "n_hacking", "k", "train_j", "signals",
+    "score_hi", "score_seeds", "n_train", "n_test", "n_hacking", "k", "train_j", "tuning", "signals",
     "signals_missing", "signals_logged", "score_task", "params",
 )  # fmt: skip
 
@@ -489,7 +636,8 @@ def section(summary: list[dict[str, Any]]) -> list[str]:
         "Held-out runs of the fixed split by grid cell (thresholds and models fitted on the "
         "train runs). Recall, FPR and 'warned ≤ peak' in %; lead = gold peak − stop "
         "(positive: before the peak) over the hacking runs stopped; [95 % bootstrap CI over "
-        "runs]. Score: the suite's normalised score on the held-out runs (NoStop 0, Oracle 1).",
+        "runs]. Tuned for: recall − FPR (J) or the suite's utility on the train runs. Score: the "
+        "suite's normalised score on the held-out runs (NoStop 0, its reference 1).",
         "",
     ]
     for corpus in dict.fromkeys(r["corpus"] for r in rows):
@@ -502,13 +650,16 @@ def section(summary: list[dict[str, Any]]) -> list[str]:
             + (f" (not logged: {r0['signals_missing']})" if r0["signals_missing"] else "")
             + f"; score on {r0['score_seeds']} seeds of {r0['score_task'] or '–'}.",
             "",
-            "| boundary | detector | precision | recall % | FPR % | warned ≤ peak % | "
+            "| boundary | detector | tuned for | precision | recall % | FPR % | warned ≤ peak % | "
             "lead (progress) | lead (ckpts) | score |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in sorted(rs, key=lambda r: BOUNDARIES.index(r["boundary"])):
+        order = {t: i for i, t in enumerate(("–", *TUNINGS))}
+        for r in sorted(
+            rs, key=lambda r: (order.get(r["tuning"], 0), BOUNDARIES.index(r["boundary"]))
+        ):
             lines.append(
-                f"| {r['boundary']} | {r['detector']} | {_ci(r, 'precision')} | "
+                f"| {r['boundary']} | {r['detector']} | {r['tuning']} | {_ci(r, 'precision')} | "
                 f"{_ci(r, 'recall', pct=True)} | {_ci(r, 'fpr', pct=True)} | "
                 f"{_ci(r, 'warned_before_peak', pct=True)} | {_ci(r, 'lead_progress')} | "
                 f"{_ci(r, 'lead_ckpt', 1)} | {_ci(r, 'score')} |"

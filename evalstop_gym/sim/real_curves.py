@@ -340,7 +340,7 @@ def _apply_common(
             curves.loss[j] = cmap.losses(loss)
         else:
             curves.loss[j] = _run_loss(t, loss)
-        curves.proxy[j] = np.nan if t.proxy is None else resample_proxy(t, k)
+        curves.proxy[j] = np.nan if t.proxy is None else resample_proxy(t, k, float(power[j]))
         attach_signals(curves, j, t, float(power[j]))
         peak = peak_progress(t.gold, t.step) ** (1.0 / float(power[j]))
         curves.peak_progress[j] = peak if batch.hacking[j] else np.inf
@@ -403,7 +403,12 @@ def _apply_per_run(
     setattr(curves, RUN_IDS, runs)
 
 
-def resample_proxy(t: CurveTrace, k: int) -> np.ndarray:
-    """The proxy-reward series of ``t`` resampled at ``k`` evenly spaced checkpoints."""
+def resample_proxy(t: CurveTrace, k: int, power: float = 1.0) -> np.ndarray:
+    """The proxy-reward series of ``t`` at checkpoint progress ``(i / k) ** power``.
+
+    ``power`` is the held-out replay's time warp, so the hidden proxy stays on the same
+    clock as the eval, loss and gold it replays (1: ``k`` evenly spaced checkpoints).
+    """
     x = t.step / float(t.step[-1])
-    return np.interp(np.arange(1, k + 1) / k, x, t.proxy)
+    q = np.arange(1, k + 1) / k
+    return np.interp(q if power == 1.0 else q**power, x, t.proxy)

@@ -11,6 +11,7 @@ import csv
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from evalstop_experiments.experiments import TITLES
@@ -99,3 +100,35 @@ def test_a_signal_some_runs_lack_gets_its_cusum_but_feeds_no_learned_model(trace
     assert "CUSUM: KL acceleration" in by
     assert "'kl'" not in by["Learned (signals)"]["params"]
     assert by["Learned (signals)"]["signals_logged"] == "reward 48/48, kl 32/48"
+
+
+def test_stop_utility_by_hand() -> None:
+
+    gold = np.array([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]])
+    evals = np.array([[0.1, 0.5, 0.3, 0.4], [0.2, 0.2, 0.1, 0.0]])
+    runs = e12mod.Runs(
+        [], [], np.array([True, False]), np.zeros(2, int), np.zeros(2), [], gold, evals
+    )
+    price = e12mod.Price(per_checkpoint=0.1, scale=2.0)
+    # Run 0 stops after checkpoint 2: its best eval so far is checkpoint 1 (gold 2), 3 paid.
+    # Run 1 never stops: it runs 4 checkpoints and keeps the first of its tied best evals.
+    got = e12mod.stop_utility(np.array([2, -1]), runs, price)
+    assert got == pytest.approx(((2 * 2 - 0.3) + (2 * 5 - 0.4)) / 2)
+
+
+def test_utility_tuning_reaches_at_least_the_j_tuned_threshold_s_utility(traces, rows) -> None:
+    split = split_runs(traces)
+    from evalstop_gym.corpus.split import select
+
+    train = e12mod.Runs.of(select(traces, split, "train"), 20, ["reward", "kl"])
+    price = e12mod.task_price(e12mod.train_task(TRL_CORPUS))
+    j_tuned = e12mod.tune_cusums(train, ["reward", "kl"])
+    u_tuned = e12mod.tune_cusums(train, ["reward", "kl"], price)
+    assert [d.tuning for d in u_tuned] == ["utility"] * len(u_tuned)
+    for j, u in zip(j_tuned, u_tuned, strict=True):
+        stops = np.array([e12mod._first_stop(j.policy, run) for run in train.observations])
+        # The utility search tries every (drift, threshold) the J search does.
+        assert u.train_j >= e12mod.stop_utility(stops, train, price) - 1e-12
+    tuned = [r for r in rows if r["tuning"] == "utility"]
+    assert tuned and all(r["detector"].endswith(e12mod.UTILITY_SUFFIX) for r in tuned)
+    assert "EvalStop(k=2)" not in {r["detector"].removesuffix(e12mod.UTILITY_SUFFIX) for r in tuned}
