@@ -125,7 +125,10 @@ def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> 
     a_mean, a_var = _uniform_moments(cal.rlhf_amplitude)
     onsets = _midpoints(cal.hack_onset, GRID)
     if cal.rlhf_rate is not None:
-        healthy_taus = hack_taus = rate_to_tau(_midpoints(cal.rlhf_rate, GRID))
+        healthy_taus = rate_to_tau(_midpoints(cal.rlhf_rate, GRID))
+        hack_taus = healthy_taus
+        if cal.hack_rate is not None:
+            hack_taus = rate_to_tau(_midpoints(cal.hack_rate, GRID))
     else:
         healthy_taus = _draw_midpoints(cal, "rlhf_tau", GRID)
         hack_taus = healthy_taus if cal.hack_tau is None else _draw_midpoints(cal, "hack_tau", GRID)
@@ -133,7 +136,8 @@ def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> 
     for taus, drop in ((hack_taus, _draw_moments(cal, "hack_drop")), (healthy_taus, None)):
         tt, oo = (g.ravel() for g in np.meshgrid(taus, onsets, indexing="ij"))
         if cal.rlhf_rate is not None and drop is not None:
-            turn = turning_rate(oo, np.full(len(oo), drop[0]), *cal.rlhf_rate)
+            hack_range = cal.rlhf_rate if cal.hack_rate is None else cal.hack_rate
+            turn = turning_rate(oo, np.full(len(oo), drop[0]), *hack_range)
             tt = rate_to_tau(np.maximum(1.0 / tt, turn))
         rise = saturating_shape(p[None, :], tt[:, None])
         loss = rise - rise_decline_shape(

@@ -1,7 +1,7 @@
 """The grounded task's suite, measured once: what `benchmark --suite --tasks TASK` plays, plus
 Bayes minus every floor with a paired interval over seeds.
 
-    python benchmarks/grounded_suite.py                  # grounded-0.06, 30 test seeds
+    python benchmarks/grounded_suite.py                  # grounded-0.05, 30 test seeds
     python benchmarks/grounded_suite.py --task english-heldout --n-jobs 100
 
 Prints the suite table (every floor family tuned on the validation seeds, EvalStop,
@@ -75,7 +75,7 @@ def _cpu() -> float:
 def main(argv: list[str] | None = None) -> int:
     """Run the task's suite once and print its tables."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--task", default="grounded-0.06")
+    p.add_argument("--task", default="grounded-0.05")
     p.add_argument("--seeds", type=int, default=30, help="test seeds 0..N-1 (default 30)")
     p.add_argument("--n-jobs", type=int, default=None, help="jobs per episode (default the task's)")
     p.add_argument("--out", default="grounded_suite", help="folder of E8.csv and E8.md")

@@ -76,7 +76,7 @@ TEST_TASKS: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.08",
+    "grounded-0.05",
     "trl-gao",
     "trl-heldout",
 )
@@ -726,7 +726,7 @@ GENERAL_TRAIN_SEED = 20_000
 LSM_EPISODES = 200
 GENERAL_EPISODES = 480
 #: The per-task models E9 trains (one row each).
-LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.06")
+LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.05")
 #: The general model's training distribution: regimes, eval noise (log-uniform) and
 #: price factor of each regime's suite price (log-uniform), drawn per episode.
 GENERAL_REGIMES: tuple[str, ...] = ("hard", "realistic", "paper", "grounded")
@@ -998,7 +998,7 @@ LSM_TEST_TASKS: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.06",
+    "grounded-0.05",
     "trl-gao",
 )
 #: The general model is scored on every synthetic task at these price factors.
@@ -1082,7 +1082,7 @@ SUITE_SYNTHETIC: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.06",
+    "grounded-0.05",
 )
 
 

@@ -104,6 +104,8 @@ class Calibration:
             is a convex rise, base + A (e^(p r') - 1) / (e^(r') - 1) with r' = -rate (a
             slow start that gains late), a rate near 0 a straight line and a large one a
             rise that saturates early: one draw spans all three.
+        hack_rate: The hacking runs' rise rate range (with ``rlhf_rate``); None: theirs
+            is ``rlhf_rate`` too (one draw for both labels).
     """
 
     name: str
@@ -131,6 +133,7 @@ class Calibration:
     healthy_drop: Range = (0.0, 0.0)
     log_uniform: tuple[str, ...] = ()
     rlhf_rate: Range | None = None
+    hack_rate: Range | None = None
 
     def __post_init__(self) -> None:
         """Validate every field; raise ConfigError naming the first bad one."""
@@ -161,6 +164,10 @@ class Calibration:
         _check_range("healthy_drop", self.healthy_drop, 0.0)
         if self.rlhf_rate is not None:
             _check_range("rlhf_rate", self.rlhf_rate, -50.0, 50.0)
+        if self.hack_rate is not None:
+            if self.rlhf_rate is None:
+                raise ConfigError("hack_rate", self.hack_rate, "None unless rlhf_rate is set")
+            _check_range("hack_rate", self.hack_rate, -50.0, 50.0)
         if not isinstance(self.log_uniform, tuple) or any(
             f not in LOG_UNIFORM_FIELDS for f in self.log_uniform
         ):
@@ -235,21 +242,24 @@ HARD = replace(
 
 #: A regime fitted to real runs (docs/CALIBRATION.md, "The grounded regime"): every
 #: statistic of the criterion in :mod:`evalstop_gym.corpus.analysis` inside the packaged
-#: English RLHF corpus's bootstrap interval (GRPO, RLOO and online DPO on English text with a
-#: human-rated gold; ``evalstop-gym curves fit-regime``).  One rise rate 1 / tau for both
-#: labels, uniform in -6..10: three runs in eight rise convexly (a slow start, then a late
-#: gain, as a quarter of the corpus's healthy runs do), the rest from nearly straight to
-#: saturating early; an onset anywhere in 5-85 % of the run; a hacking run loses 0.5-1.5 x its gain by
-#: the end (log-uniform) and a healthy one 0-0.1 x from the same onset; gains spread as the
-#: corpus's (0.1-1.1: sd / mean 0.48, the corpus 0.54).  20 checkpoints, step-time jitter
+#: English RLHF corpus's bootstrap interval (216 GRPO, RLOO and online DPO runs on English
+#: text with a human-rated gold; ``evalstop-gym curves fit-regime``).  Rise rates 1 / tau,
+#: uniform: -5..7 for healthy runs (convex, slow-starting rises that gain late, straight
+#: ones and ones that saturate early), -18..8 for hacking ones (more of them start slowly:
+#: the corpus's early evals rank hacking runs a little *below* healthy ones), a hacking
+#: run's rate raised where needed until it turns over inside the run; an onset anywhere in
+#: the first 70 % of the run; a hacking run loses 0.5-1.2 x its gain by the end
+#: (log-uniform) and a healthy one 0-0.1 x from the same onset; gains spread as the
+#: corpus's (0.1-1.1: sd / mean 0.48, the corpus 0.56).  20 checkpoints, step-time jitter
 #: and LoRA/DPO as in ``hard``.
 GROUNDED = replace(
     HARD,
     name="grounded",
     rlhf_amplitude=(0.1, 1.1),
-    rlhf_rate=(-6.0, 10.0),
-    hack_onset=(0.05, 0.85),
-    hack_drop=(0.5, 1.5),
+    rlhf_rate=(-5.0, 7.0),
+    hack_rate=(-18.0, 8.0),
+    hack_onset=(0.0, 0.7),
+    hack_drop=(0.5, 1.2),
     healthy_drop=(0.0, 0.1),
     log_uniform=("hack_drop",),
 )

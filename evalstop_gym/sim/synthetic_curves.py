@@ -130,8 +130,9 @@ def rise_decline_draws(
     The draws are tau, onset, drop (``n`` each, in that order), then, only for a calibration
     that sets them, the hacking runs' tau and the healthy runs' drop, so a calibration
     without those fields draws exactly what it always did.  With ``rlhf_rate`` every run's
-    tau is 1 / (its uniform rate draw), for both labels, a hacking run's rate raised where
-    needed to :func:`turning_rate` (so that it peaks inside the run).  Other jobs get drop 0.
+    tau is 1 / (its uniform rate draw), for both labels (a hacking run's from ``hack_rate``
+    when set, drawn after the drops), a hacking run's rate raised where needed to
+    :func:`turning_rate` (so that it peaks inside the run).  Other jobs get drop 0.
     """
     if (
         not cal.log_uniform
@@ -148,8 +149,11 @@ def rise_decline_draws(
     onset = _range_draw(cal, "hack_onset", rng, n)
     drop = _range_draw(cal, "hack_drop", rng, n)
     if rate is not None:
+        hack_range = cal.rlhf_rate if cal.hack_rate is None else cal.hack_rate
+        if cal.hack_rate is not None:
+            rate = np.where(hacking, rng.uniform(*cal.hack_rate, size=n), rate)
         # a hacking run turns over inside the run (no draw: the other streams are unchanged)
-        turn = turning_rate(onset, drop, *cal.rlhf_rate)
+        turn = turning_rate(onset, drop, *hack_range)
         tau = rate_to_tau(np.where(hacking, np.maximum(rate, turn), rate))
     elif cal.hack_tau is not None:
         tau = np.where(hacking, _range_draw(cal, "hack_tau", rng, n), tau)

@@ -25,7 +25,7 @@ def test_every_suite_task_and_the_shipped_corpus_have_an_id() -> None:
     assert gym.spec("EvalStop-trl-gao-v0").kwargs["curves"] == str(corpus_path(TRL_CORPUS))
 
 
-@pytest.mark.parametrize("task", ["hard-0.12", "grounded-0.06", "grounded-0.08", "trl-gao"])
+@pytest.mark.parametrize("task", ["hard-0.12", "grounded-0.05", "grounded-0.08", "trl-gao"])
 def test_an_id_makes_its_task_and_user_kwargs_override(task: str) -> None:
     env = gym.make(task_env_id(task), n_jobs=12)
     config = env.unwrapped.env_config  # type: ignore[attr-defined]

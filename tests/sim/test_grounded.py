@@ -130,7 +130,7 @@ def test_grounded_is_registered_and_the_frozen_ones_keep_their_fields() -> None:
     for name in ("paper", "realistic", "hard"):
         cal = CALIBRATIONS[name]
         assert (cal.hack_tau, cal.healthy_drop, cal.log_uniform) == (None, (0.0, 0.0), ())
-        assert cal.rlhf_rate is None
+        assert cal.rlhf_rate is None and cal.hack_rate is None
 
 
 @pytest.mark.parametrize(
@@ -144,6 +144,8 @@ def test_grounded_is_registered_and_the_frozen_ones_keep_their_fields() -> None:
         ({"rlhf_shape": "gao"}, "rlhf_shape"),
         ({"rlhf_rate": (3.0, 1.0)}, "rlhf_rate"),
         ({"rlhf_rate": (-80.0, 1.0)}, "rlhf_rate"),
+        ({"hack_rate": (2.0, 1.0)}, "hack_rate"),
+        ({"rlhf_rate": None}, "hack_rate"),
     ],
 )
 def test_new_fields_are_validated(changes: dict, field: str) -> None:
@@ -170,15 +172,21 @@ def test_grounded_draws_follow_their_ranges() -> None:
     tau, onset, drop = rise_decline_draws(GROUNDED, hacking, np.random.default_rng(0), n)
     rate = 1.0 / tau
     lo, hi = GROUNDED.rlhf_rate
-    assert rate.min() >= lo and rate.max() <= hi
-    # one rate draw for both labels: the same share of convex rises in each
-    convex = rate < 0
-    assert convex[hacking].mean() == pytest.approx(-lo / (hi - lo), abs=0.04)
-    assert convex[~hacking].mean() == pytest.approx(-lo / (hi - lo), abs=0.04)
+    assert rate[~hacking].min() >= lo and rate[~hacking].max() <= hi
+    assert convex_share(rate[~hacking]) == pytest.approx(-lo / (hi - lo), abs=0.04)
+    # hacking runs draw their own rates (raised where needed to turn over: never lowered)
+    hlo, hhi = GROUNDED.hack_rate
+    assert rate[hacking].min() >= hlo and rate[hacking].max() <= hhi
+    assert 0.3 < convex_share(rate[hacking]) < -hlo / (hhi - hlo) + 0.03  # sampling error
     # log-uniform: the median is the geometric mean of the range
     assert np.median(drop[hacking]) == pytest.approx(np.sqrt(np.prod(GROUNDED.hack_drop)), rel=0.05)
     assert drop[~hacking].min() >= 0.0 and drop[~hacking].max() <= GROUNDED.healthy_drop[1]
-    assert onset.min() >= 0.05 and onset.max() <= 0.85
+    assert onset.min() >= GROUNDED.hack_onset[0] and onset.max() <= GROUNDED.hack_onset[1]
+
+
+def convex_share(rate: np.ndarray) -> float:
+    """Share of rises that are convex (a negative rate)."""
+    return float(np.mean(rate < 0))
 
 
 def test_the_turning_rate_is_the_least_rate_at_which_a_hacking_run_turns_over() -> None:
@@ -229,14 +237,14 @@ def test_rlhf_true_curves_start_at_base_and_need_the_rise_decline_family() -> No
 
 
 def test_the_grounded_task() -> None:
-    assert "grounded-0.06" in SUITE_TASKS
+    assert "grounded-0.05" in SUITE_TASKS
     assert SUITE_TASKS[:4] == ("hard-0.05", "hard-0.12", "realistic-0.12", "paper-0.12")
-    kw = suite_task("grounded-0.06")
-    assert kw["calibration"] == "grounded" and kw["eval_noise"] == 0.06
+    kw = suite_task("grounded-0.05")
+    assert kw["calibration"] == "grounded" and kw["eval_noise"] == 0.05
     # the former featured task keeps its name and its env id, at its own noise
     assert "grounded-0.08" in FORMER_TASKS and "grounded-0.08" in registered_tasks()
     assert suite_task("grounded-0.08") == {**kw, "eval_noise": 0.08}
-    assert kw["hack_fraction"] == 0.4 == task_hack_fraction("grounded")
+    assert kw["hack_fraction"] == 0.6 == task_hack_fraction("grounded")
     assert float(f"{price_rule('grounded'):.2g}") == kw["gpu_hour_price"] == 1.1e-3
     assert float(f"{price_rule():.2g}") == SUITE_PRICE == suite_task("hard-0.12")["gpu_hour_price"]
     assert "hack_fraction" not in suite_task("hard-0.12")
@@ -251,17 +259,17 @@ def test_fit_regime_passes_for_grounded_and_fails_for_hard() -> None:
     pytest.importorskip("scipy")
     from evalstop_experiments.regime_fit import fit_regime, format_fit
 
-    fit = fit_regime(calibration="grounded", runs=4000, reps=300, auc_seeds=2, beside=TRL_CORPUS)
+    fit = fit_regime(calibration="grounded", reps=1000, auc_seeds=2, beside=TRL_CORPUS)
     assert fit.ok, format_fit(fit)
     assert fit.side is not None and fit.side.name == ENGLISH_CORPUS
     # runs whose gain is small next to the gold's noise: the rule may label them either way
-    assert fit.label_agreement > 0.85
+    assert fit.label_agreement > 0.78
     # the two real corpora disagree: one regime cannot pass the TRL corpus's drop interval
     assert fit.beside_regime is not None and fit.beside is not None
     lo, hi = fit.beside.stats["drop_q50"][1:]
     assert not lo <= fit.beside_regime["drop_q50"] <= hi
     # the eval noise the English corpus implies for the regime is the task's
-    assert round(fit.implied_eval_noise, 2) == suite_task("grounded-0.06")["eval_noise"]
+    assert round(fit.implied_eval_noise, 2) == suite_task("grounded-0.05")["eval_noise"]
     hard = fit_regime(calibration="hard", runs=2000, reps=200, auc_seeds=1)
     assert not hard.ok and not hard.passed["peak_q25"] and not hard.passed["healthy_flat_share"]
 
@@ -300,8 +308,8 @@ def test_fit_regime_refuses_bad_input() -> None:
 def test_bayes_prior_of_the_grounded_family() -> None:
     from baselines.bayes import BayesStopper
 
-    bayes = BayesStopper.for_task("grounded-0.06")
-    assert bayes.config["hack_fraction"] == 0.4 and bayes.config["gpu_hour_price"] == 1.1e-3
+    bayes = BayesStopper.for_task("grounded-0.05")
+    assert bayes.config["hack_fraction"] == 0.6 and bayes.config["gpu_hour_price"] == 1.1e-3
     fam = bayes._families[RLHF]
     assert fam.phi.shape == (200, 20, 3) and fam.hacking.sum() == 100
     p = np.arange(1, 21) / 20
@@ -309,8 +317,9 @@ def test_bayes_prior_of_the_grounded_family() -> None:
     plateau = 0.3 + 0.6 * np.minimum(p / 0.4, 1.0)
     rising = 0.3 + 0.6 * p  # a straight rise: the healthy runs that still gain late
     assert bayes.prob_hacking(RLHF, collapse[:14]) > 0.9
-    # healthy runs that saturate early are common, and so are hacking runs not yet turned
-    assert bayes.prob_hacking(RLHF, plateau[:14]) < 0.6
+    # healthy runs that saturate early are common, and so are hacking runs not yet turned:
+    # a plateau leaves about the prior (0.6)
+    assert bayes.prob_hacking(RLHF, plateau[:14]) < 0.75
     assert bayes.prob_hacking(RLHF, rising[:14]) < 0.3
     assert bayes.decide(RLHF, collapse[:14]) and not bayes.decide(RLHF, plateau[:6])
     assert not bayes.decide(RLHF, rising[:14])
