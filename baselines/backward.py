@@ -113,6 +113,37 @@ FEATURES: tuple[str, ...] = (
     "loss_last",
     "loss_change3",
 )
+#: Smoothed trend features (the ``smoothed`` set appends them to :data:`FEATURES`): one
+#: eval is as noisy as a whole fall at sigma 0.12, so a decline shows only in averages.
+#: ``olsW_z``: the least-squares slope of the last W evals; ``meanA_prevA_z``: the mean of
+#: the last A evals minus the mean of the A before; ``ma3_*``: the 3-eval moving average's
+#: gap below its own max and the evals since that max; then the mean of every eval minus
+#: the first and the last three's mean minus it (``_z``: in noise units); the first and
+#: the last three evals' mean, the mean of every eval and the moving average's max as
+#: levels (regimes start, rise to and end at different levels).
+SMOOTH_FEATURES: tuple[str, ...] = (
+    "ols4_z",
+    "ols6_z",
+    "ols10_z",
+    "mean3_prev3_z",
+    "mean5_prev5_z",
+    "ma3_gap_z",
+    "ma3_since_best",
+    "mean_minus_first_z",
+    "tail3_minus_mean_z",
+    "first3_mean",
+    "last3_mean",
+    "mean_level",
+    "ma3_max_level",
+)
+#: The feature sets a model may declare (its metadata ``features`` is one of these lists):
+#: ``boundary`` the single-eval features alone, ``smoothed`` with the trend averages.
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "boundary": FEATURES,
+    "smoothed": FEATURES + SMOOTH_FEATURES,
+}
+#: The feature set :func:`fit_backward` trains on unless told otherwise.
+DEFAULT_FEATURES = "smoothed"
 #: The noise level below which noise-scaled features use this floor (noise-free tasks).
 NOISE_FLOOR = 0.01
 #: Decision buckets of a model: decision i of a K-checkpoint job is bucket round(i * G / K).
@@ -146,7 +177,7 @@ MAX_DEPTH = 64
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
 #: SHA-256 of each shipped backward-induction model (``<name>.npz``), pinned in the code.
 PRETRAINED: dict[str, str] = {
-    "general": "3928be5c3e0863e750526541110489e8e3f86de6a6519bc12d177c89d4be59b6",
+    "general": "557b1639bef266ab25895bf32b1d1a4b5ca01220373bbce70abb7eedd3ce88a1",
 }
 
 
@@ -183,8 +214,9 @@ def feature_matrix(
     declines: np.ndarray,
     eval_noise: float,
     gpu_hour_price: float,
+    smoothed: bool = False,
 ) -> np.ndarray:
-    """(n, len(FEATURES)) features of n jobs at one decision, each with ``i`` evals seen.
+    """(n, F) features of n jobs at one decision, each with ``i`` evals seen.
 
     Args:
         evals: (n, i) the evals observed so far, oldest first (the whole history).
@@ -194,6 +226,7 @@ def feature_matrix(
         declines: (n,) the ``consecutive_declines`` field.
         eval_noise: The task's eval-noise level.
         gpu_hour_price: The task's price of a GPU-hour.
+        smoothed: Append :data:`SMOOTH_FEATURES` (F = 42; else :data:`FEATURES`, F = 29).
 
     A value a short history cannot give (a slope over 5 evals after 3) is NaN;
     the trees route it as they learned to.
@@ -244,7 +277,49 @@ def feature_matrix(
         lo[:, -1] if lo.shape[1] else nan,
         lo[:, -1] - lo[:, -3] if lo.shape[1] >= 3 else nan,
     ]
+    if smoothed:
+        cols += _smooth_columns(e, sig)
     return np.stack(cols, axis=1)
+
+
+def _smooth_columns(e: np.ndarray, sig: float) -> list[np.ndarray]:
+    """The :data:`SMOOTH_FEATURES` columns of an (n, i) eval history, noise level ``sig``."""
+    n, i = e.shape
+    nan = np.full(n, np.nan)
+
+    def ols(w: int) -> np.ndarray:  # least-squares slope of the last min(w, i) evals
+        if i < 3:
+            return nan
+        w = min(w, i)
+        t = np.arange(w) - (w - 1) / 2.0
+        return (e[:, -w:] * t).sum(axis=1) / (t * t).sum() / sig
+
+    def window(a: int, b: int) -> np.ndarray:  # mean of the evals a..b-1 back from the last
+        return e[:, i - b : i - a].mean(axis=1) if i >= b else nan
+
+    if i >= 3:
+        ma = (e[:, 2:] + e[:, 1:-1] + e[:, :-2]) / 3.0
+        ma_max = ma.max(axis=1)
+        ma_gap = (ma_max - ma[:, -1]) / sig
+        ma_since = (ma.shape[1] - 1 - np.argmax(ma, axis=1)).astype(float)
+    else:
+        ma_max = ma_gap = ma_since = nan
+    mean = e.mean(axis=1)
+    return [
+        ols(4),
+        ols(6),
+        ols(10),
+        (window(0, 3) - window(3, 6)) / sig,
+        (window(0, 5) - window(5, 10)) / sig,
+        ma_gap,
+        ma_since,
+        (mean - e[:, 0]) / sig,
+        (e[:, -min(3, i) :].mean(axis=1) - mean) / sig,
+        e[:, : min(3, i)].mean(axis=1),
+        e[:, -min(3, i) :].mean(axis=1),
+        mean,
+        ma_max,
+    ]
 
 
 def bucket_of(i: int, k: int, grid: int) -> int:
@@ -283,6 +358,11 @@ class BackwardModel:
     baseline: np.ndarray
     buckets: np.ndarray
     meta: dict[str, Any]
+
+    @property
+    def smoothed(self) -> bool:
+        """Whether the model reads the :data:`SMOOTH_FEATURES` too (its feature set)."""
+        return self.meta["features"] == list(FEATURE_SETS["smoothed"])
 
     @property
     def grid(self) -> int:
@@ -420,8 +500,11 @@ def _check_model(a: dict[str, np.ndarray], meta: Any, bad: str) -> None:
     """Refuse arrays a traversal could index out of, loop in, or misread."""
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ModelFileError(f"{bad}: metadata format is not {FORMAT!r}")
-    if meta.get("features") != list(FEATURES):
-        raise ModelFileError(f"{bad}: its features differ from this version's {len(FEATURES)}")
+    features = meta.get("features")
+    if not any(features == list(f) for f in FEATURE_SETS.values()):
+        raise ModelFileError(
+            f"{bad}: its features are none of this version's sets ({sorted(FEATURE_SETS)})"
+        )
     grid = meta.get("grid")
     if not isinstance(grid, int) or isinstance(grid, bool) or not 1 <= grid <= 4096:
         raise ModelFileError(f"{bad}: grid must be an integer in [1, 4096]")
@@ -448,7 +531,7 @@ def _check_model(a: dict[str, np.ndarray], meta: Any, bad: str) -> None:
         and (a["left"][inner] < n).all()
         and (a["right"][inner] < n).all()
         and (a["feature"][inner] >= 0).all()
-        and (a["feature"][inner] < len(FEATURES)).all()
+        and (a["feature"][inner] < len(features)).all()
     ):
         raise ModelFileError(f"{bad}: a node's children or feature are out of range")
     if not np.isfinite(a["value"][leaf]).all() or not np.isfinite(a["baseline"]).all():
@@ -609,6 +692,7 @@ class BackwardStopper:
             np.array([declines]),
             self.settings["eval_noise"],
             self.settings["gpu_hour_price"],
+            self.model.smoothed,
         )
         return bool(self.model.predict(bucket, x)[0] < 0.0)
 
@@ -644,7 +728,7 @@ class BackwardStopper:
             if not self.model.has_bucket(bucket) or not alive.any():
                 continue
             rows = np.flatnonzero(alive)
-            x = _features_at(arrays, rows, i, self.settings)
+            x = _features_at(arrays, rows, i, self.settings, self.model.smoothed)
             stop = self.model.predict(bucket, x) < 0.0
             end[rows[stop]] = i
             alive[rows[stop]] = False
@@ -657,7 +741,11 @@ class BackwardStopper:
 
 
 def _features_at(
-    arrays: EpisodeArrays, rows: np.ndarray, i: int, settings: Mapping[str, float]
+    arrays: EpisodeArrays,
+    rows: np.ndarray,
+    i: int,
+    settings: Mapping[str, float],
+    smoothed: bool = False,
 ) -> np.ndarray:
     """The features of jobs ``rows`` of an episode at decision ``i`` (i evals seen)."""
     return feature_matrix(
@@ -668,6 +756,7 @@ def _features_at(
         arrays.declines[rows, i - 1],
         settings["eval_noise"],
         settings["gpu_hour_price"],
+        smoothed,
     )
 
 
@@ -698,6 +787,7 @@ def fit_backward(
     label: str = "Backward",
     record: Mapping[str, Any] | None = None,
     default_settings: Mapping[str, float] | None = None,
+    features: str = DEFAULT_FEATURES,
 ) -> BackwardModel:
     """Longstaff-Schwartz backward induction over recorded episodes; the fitted model.
 
@@ -716,6 +806,7 @@ def fit_backward(
         record: Training facts stored in the metadata (tasks, seeds, command).
         default_settings: The settings an unbound stopper reads (default: the
             first episode's).
+        features: The feature set (:data:`FEATURE_SETS`) the model reads.
 
     Raises:
         ConfigError: no episodes, or an episode with more checkpoints than ``grid``.
@@ -724,6 +815,8 @@ def fit_backward(
     import sklearn.ensemble  # noqa: F401
     from threadpoolctl import threadpool_limits
 
+    if features not in FEATURE_SETS:
+        raise ConfigError("features", features, f"one of {sorted(FEATURE_SETS)}")
     if not episodes:
         raise ConfigError("episodes", 0, "at least one training episode")
     kmax = max(ep.arrays.k for ep in episodes)
@@ -734,7 +827,7 @@ def fit_backward(
     # One thread: the fits are small, and OpenMP threads spinning on a busy machine cost
     # more CPU than they save.
     with threadpool_limits(limits=1):
-        return _fit(episodes, grid, conf, label, record, default_settings)
+        return _fit(episodes, grid, conf, label, record, default_settings, features)
 
 
 def _fit(
@@ -744,10 +837,12 @@ def _fit(
     label: str,
     record: Mapping[str, Any] | None,
     default_settings: Mapping[str, float] | None,
+    features: str,
 ) -> BackwardModel:
     """:func:`fit_backward`'s induction, on its checked arguments."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
+    smoothed = features == "smoothed"
     cont = [ep.values[:, -1].astype(float).copy() for ep in episodes]
     # Each bucket's decision index in each episode (None: no decision of that episode there).
     at = [{bucket_of(i, ep.arrays.k, grid): i for i in range(1, ep.arrays.k)} for ep in episodes]
@@ -761,7 +856,7 @@ def _fit(
         for e, i in parts:
             ep = episodes[e]
             rows = np.arange(ep.arrays.evals.shape[0])
-            xs.append(_features_at(ep.arrays, rows, i, ep.settings))
+            xs.append(_features_at(ep.arrays, rows, i, ep.settings, smoothed))
             ys.append(cont[e] - ep.values[:, i - 1])
         x, y = np.concatenate(xs), np.concatenate(ys)
         # A feature no row has yet (the 6th-last eval at the 3rd decision) is a constant to
@@ -782,7 +877,7 @@ def _fit(
     first = episodes[0].settings
     meta = {
         "format": FORMAT,
-        "features": list(FEATURES),
+        "features": list(FEATURE_SETS[features]),
         "settings": list(SETTINGS),
         "grid": int(grid),
         "label": label,

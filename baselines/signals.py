@@ -36,7 +36,7 @@ from evalstop_gym.envs.tables import observation_rows, observed
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.boundary import BOUNDARY_FIELDS
 from evalstop_gym.sim.checkpoints import checkpoint_tables
-from evalstop_gym.sim.real_curves import BASE, GAIN, LOSS_FLOOR, gold_gain
+from evalstop_gym.sim.real_curves import BASE, GAIN, LOSS_FLOOR, CorpusMap, gold_gain
 from evalstop_gym.sim.signals import SIGNAL_FIELDS, resample_signal
 from evalstop_gym.sim.workloads import JOB_TYPES, RLHF
 
@@ -280,15 +280,21 @@ class LearnedDetector:
 # --------------------------------------------------------------------------------------------
 
 
-def observed_run(trace: CurveTrace, k: int) -> tuple[np.ndarray, np.ndarray]:
+def observed_run(
+    trace: CurveTrace, k: int, scale: CorpusMap | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(eval, loss) of a corpus run on ``k`` checkpoints, as an RLHF job on it observes them.
 
-    The simulator's maps (:mod:`evalstop_gym.sim.real_curves`): the gold starts at
-    ``BASE`` and gains ``GAIN``, the eval on the same map, the loss from 1 down to
-    ``LOSS_FLOOR``; no extra eval noise (the corpus tasks' setting).
+    The simulator's maps (:mod:`evalstop_gym.sim.real_curves`): by default each run's own
+    (the published replay: the gold starts at ``BASE`` and gains ``GAIN``, the eval on the
+    same map, the loss from 1 down to ``LOSS_FLOOR``); with ``scale`` the corpus's common
+    map (the held-out tasks' ``curve_scale="corpus"``, which no run's own peak enters).
+    No extra eval noise, warp or jitter: the run's recorded evals.
     """
     _, ev, loss, _ = resample(trace, k)
     assert trace.gold is not None
+    if scale is not None:
+        return scale.evals(ev), scale.losses(loss)
     g0 = float(trace.gold[0])
     evals = BASE + GAIN / gold_gain(trace) * (ev - g0)
     l0, lmin = float(trace.loss[0]), float(np.min(trace.loss))
@@ -298,17 +304,21 @@ def observed_run(trace: CurveTrace, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_observations(
-    traces: Sequence[CurveTrace], k: int, signals: Sequence[str] = ()
+    traces: Sequence[CurveTrace],
+    k: int,
+    signals: Sequence[str] = (),
+    scale: CorpusMap | None = None,
 ) -> list[list[dict[str, np.ndarray]]]:
     """Per run, the observation an RLHF job on it gets after each of its ``k`` checkpoints.
 
     The env's own rows (:func:`~evalstop_gym.envs.tables.observation_rows`, the signal
     windows of :mod:`evalstop_gym.envs.core`) with every boundary field and ``signals``,
-    the whole history in the window (the corpus tasks' ``eval_window=None``).
+    the whole history in the window (the corpus tasks' ``eval_window=None``); evals and
+    losses on each run's own map, or on the common map ``scale`` (:func:`observed_run`).
     """
     fields = (*BOUNDARY_FIELDS, *(s for s in SIGNAL_FIELDS if s in signals))
     layout = ObservationLayout(fields, k, k)
-    pairs = [observed_run(t, k) for t in traces]
+    pairs = [observed_run(t, k, scale) for t in traces]
     obs_eval = np.array([p[0] for p in pairs]).reshape(len(traces), k)
     loss = np.array([p[1] for p in pairs]).reshape(len(traces), k)
     _, declines = checkpoint_tables(obs_eval)

@@ -39,7 +39,7 @@ def add_train_parser(sub: Any) -> None:
         "--episodes",
         type=at_least(1),
         default=None,
-        help="lsm: training episodes (default 120 for a task, 480 for general)",
+        help="lsm: training episodes (default 200 for a task, 1920 of 50 jobs for general)",
     )
     t.add_argument(
         "--price-factor",

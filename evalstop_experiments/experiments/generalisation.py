@@ -724,12 +724,22 @@ LSM_TRAIN_SEED = 10_000
 GENERAL_TRAIN_SEED = 20_000
 #: Training episodes of a per-task model, and of the general model.
 LSM_EPISODES = 200
-GENERAL_EPISODES = 480
+GENERAL_EPISODES = 1920
+#: Jobs of each general-model episode that enter the fit (a random subset; None: all).
+#: Each episode draws one regime, noise and price: 1920 episodes of 50 jobs cover that
+#: distribution better than 480 of 200 at the same fitting cost (development seeds
+#: 3000-3029: 0.928 against 0.920 of Bayes, averaged over the synthetic tasks and prices).
+GENERAL_JOBS: int | None = 50
 #: The per-task models E9 trains (one row each).
 LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.05")
 #: The general model's training distribution: regimes, eval noise (log-uniform) and
 #: price factor of each regime's suite price (log-uniform), drawn per episode.
 GENERAL_REGIMES: tuple[str, ...] = ("hard", "realistic", "paper", "grounded")
+#: How often each regime is drawn, relative to the others: ``hard`` twice, since its
+#: healthy runs rise to the end while ``grounded``'s fall, and an equal mix taught the
+#: model to stop them (development seeds: 14 of 15 task x price cells >= 0.85 of Bayes
+#: against 10 with equal weights).
+GENERAL_REGIME_WEIGHTS: tuple[int, ...] = (2, 1, 1, 1)
 GENERAL_NOISE: tuple[float, float] = (0.02, 0.2)
 GENERAL_PRICE_FACTOR: tuple[float, float] = (0.35, 2.8)
 #: The general model's regressor settings over ``baselines.backward.DEFAULT_PARAMS``: none.
@@ -777,19 +787,53 @@ def lsm_episodes(kw: dict[str, Any], seeds: Sequence[int]) -> list[Any]:
     return out
 
 
-def general_episodes(n: int = GENERAL_EPISODES, seed: int = GENERAL_TRAIN_SEED) -> list[Any]:
-    """``n`` episodes of the general model's distribution, episode e on seed ``seed + e``."""
+def general_episodes(
+    n: int = GENERAL_EPISODES, seed: int = GENERAL_TRAIN_SEED, jobs: int | None = GENERAL_JOBS
+) -> list[Any]:
+    """``n`` episodes of the general model's distribution, episode e on seed ``seed + e``.
+
+    ``jobs``: keep that many of each episode's jobs, drawn without replacement from
+    a stream of the episode's own (None: every job).
+    """
     import numpy as np
 
     rng = np.random.default_rng(seed)
+    pool = [
+        r for r, w in zip(GENERAL_REGIMES, GENERAL_REGIME_WEIGHTS, strict=True) for _ in range(w)
+    ]
     out = []
     for e in range(n):
-        cal = GENERAL_REGIMES[int(rng.integers(len(GENERAL_REGIMES)))]
+        cal = pool[int(rng.integers(len(pool)))]
         noise = float(np.exp(rng.uniform(*np.log(GENERAL_NOISE))))
         factor = float(np.exp(rng.uniform(*np.log(GENERAL_PRICE_FACTOR))))
         kw = env_kwargs(f"{cal}-{noise:.4f}", factor)
-        out += lsm_episodes(kw, [seed + e])
+        got = lsm_episodes(kw, [seed + e])
+        out += got if jobs is None else [_some_jobs(ep, jobs, seed + e) for ep in got]
     return out
+
+
+def _some_jobs(ep: Any, jobs: int, seed: int) -> Any:
+    """The training episode ``ep`` with ``jobs`` of its jobs (in their order), drawn by ``seed``."""
+    import dataclasses
+
+    import numpy as np
+
+    from baselines.backward import TrainingEpisode
+
+    n = ep.values.shape[0]
+    if jobs >= n:
+        return ep
+    rows = np.sort(np.random.default_rng([seed, jobs]).choice(n, size=jobs, replace=False))
+    a = ep.arrays
+    arrays = dataclasses.replace(
+        a,
+        evals=a.evals[rows],
+        loss=a.loss[rows],
+        job_type=a.job_type[rows],
+        declines=a.declines[rows],
+        evals32=a.evals32[rows],
+    )
+    return TrainingEpisode(arrays, ep.values[rows], ep.settings)
 
 
 def train_lsm(
@@ -816,7 +860,9 @@ def train_lsm(
         data = general_episodes(n, s)
         defaults = {"eval_noise": 0.08, "gpu_hour_price": SUITE_PRICE}
         tasks = {
+            "jobs_per_episode": GENERAL_JOBS,
             "regimes": list(GENERAL_REGIMES),
+            "regime_weights": list(GENERAL_REGIME_WEIGHTS),
             "eval_noise": list(GENERAL_NOISE),
             "price_factor": list(GENERAL_PRICE_FACTOR),
         }
@@ -1159,9 +1205,10 @@ LSM_LEGEND = (
     "Backward-induction stoppers (`baselines.backward`, Longstaff-Schwartz with scikit-learn's "
     "HistGradientBoostingRegressor): `lsm[T]` trained on task T alone "
     f"({LSM_EPISODES} episodes from seed {LSM_TRAIN_SEED}), `lsm[general]` one model over "
-    f"the regimes {', '.join(GENERAL_REGIMES)}, eval noise {GENERAL_NOISE[0]}-{GENERAL_NOISE[1]} "
+    f"the regimes {', '.join(GENERAL_REGIMES)} (drawn {':'.join(map(str, GENERAL_REGIME_WEIGHTS))}), eval noise {GENERAL_NOISE[0]}-{GENERAL_NOISE[1]} "
     f"and price factors {GENERAL_PRICE_FACTOR[0]}-{GENERAL_PRICE_FACTOR[1]} "
-    f"({GENERAL_EPISODES} episodes from seed {GENERAL_TRAIN_SEED}), told each task's noise "
+    f"({GENERAL_EPISODES} episodes of {GENERAL_JOBS} jobs from seed {GENERAL_TRAIN_SEED}), "
+    "told each task's noise "
     "and price. Each cell: score [95 % CI] against the reference; Δfloor: mean utility minus "
     "the best floor family's (tuned on the validation seeds) on the same seeds [95 % CI]; then "
     "the hacking runs' median stop minus true peak (progress) / the share of healthy RLHF "
@@ -1192,6 +1239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``python -m evalstop_experiments.experiments.generalisation --tasks trl-heldout``
     scores ``pretrained:general`` (and every ``lsm-<task>.npz`` with its record in
     ``--models``) beside the task's best floor family; writes ``OUT/E9_backward.*``.
+    ``--all`` makes every backward-induction row of E9 instead (:func:`run_lsm_e9`).
     """
     import argparse
 
@@ -1203,7 +1251,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--price-factor", type=float, default=1.0)
     ap.add_argument("--models", default=None, help="a folder of lsm-<task>.npz models to add")
     ap.add_argument("--out", default="results-e9-backward")
+    ap.add_argument(
+        "--all",
+        action="store_true",
+        help="E9's backward-induction rows: train the per-task models, score them and "
+        "pretrained:general on every test task at 1x and the synthetic ones at 1/2x and 2x",
+    )
     args = ap.parse_args(argv)
+    if args.all:
+        from baselines import backward
+
+        rows = run_lsm_e9(
+            args.out,
+            seeds=args.seeds,
+            general=backward.PRETRAINED_DIR / f"{GENERAL}.npz",
+            progress=print,
+        )
+        for path in write_lsm(args.out, rows):
+            print(f"wrote {path}")
+        return 0
     stoppers: dict[str, Any] = {
         f"lsm[{GENERAL}]": BackwardStopper.pretrained(GENERAL, label=f"lsm[{GENERAL}]")
     }

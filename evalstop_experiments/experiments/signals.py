@@ -12,8 +12,9 @@ Protocol (:func:`e12`):
   (by grid cell, stratified by label); every threshold and model is fitted on the
   *train* runs, every figure is measured on the *test* runs;
 * each run is seen as an RLHF job on it sees it (:func:`baselines.signals.run_observations`:
-  the env's own observation rows, on the corpus task's checkpoints), and a detector's
-  stop is the first checkpoint (before the last) at which it says stop;
+  the env's own observation rows, on the corpus task's checkpoints, the evals on the scale
+  the scored task shows them: a held-out task's common map), and a detector's stop is the
+  first checkpoint (before the last) at which it says stop;
 * a threshold maximises recall - FPR on the train runs (Youden's J; ties: the earlier
   warning), the learned detector's on probabilities cross-fitted over train cells; every
   tuned detector is tuned a second time for the utility the suite scores (the true quality
@@ -58,7 +59,7 @@ from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.envs.tables import observed
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_open
-from evalstop_gym.sim.real_curves import GAIN, corpus_map, gold_gain
+from evalstop_gym.sim.real_curves import GAIN, CorpusMap, corpus_map, gold_gain
 from evalstop_gym.sim.signals import SIGNAL_FIELDS, logged_signals, trace_signal
 from evalstop_gym.sim.workloads import RLHF, get_workload
 from evalstop_gym.suite import HELDOUT_TASKS, suite_task
@@ -108,8 +109,17 @@ class Runs:
     evals: np.ndarray  # (n, K) the recorded evals at the K checkpoints (what is observed)
 
     @classmethod
-    def of(cls, traces: Sequence[CurveTrace], k: int, signals: Sequence[str]) -> Runs:
-        """The runs of ``traces`` on ``k`` checkpoints with ``signals`` observed."""
+    def of(
+        cls,
+        traces: Sequence[CurveTrace],
+        k: int,
+        signals: Sequence[str],
+        scale: CorpusMap | None = None,
+    ) -> Runs:
+        """The runs of ``traces`` on ``k`` checkpoints with ``signals`` observed.
+
+        ``scale``: the common map the scored task shows the evals on (None: each run's own).
+        """
         traces = list(traces)
         golds, evals = [], []
         for t in traces:
@@ -120,7 +130,7 @@ class Runs:
         gold_k = np.array(golds, dtype=float).reshape(len(traces), k)
         return cls(
             traces,
-            run_observations(traces, k, signals),
+            run_observations(traces, k, signals, scale),
             np.array([bool(t.label) for t in traces]),
             np.argmax(gold_k, axis=1) if traces else np.zeros(0, dtype=int),
             np.array([peak_progress(t.gold, t.step) for t in traces]),
@@ -545,9 +555,13 @@ def e12(
     logged = ", ".join(
         f"{s} {sum(trace_signal(t, s) is not None for t in traces)}/{len(traces)}" for s in signals
     )
-    train = Runs.of(select(traces, split, "train"), k, signals)
-    test = Runs.of(select(traces, split, "test"), k, signals)
-    price = task_price(train_task(corpus))
+    # Tuned and measured on the evals as the scored task shows them: a held-out task's
+    # common map (each run's own map would hand a threshold every run's gain).
+    tuning = train_task(corpus)
+    scale = corpus_map(tuning["curves"]) if tuning.get("curve_scale") == "corpus" else None
+    train = Runs.of(select(traces, split, "train"), k, signals, scale)
+    test = Runs.of(select(traces, split, "test"), k, signals, scale)
+    price = task_price(tuning)
     detectors = detectors_for(train, signals, common, (None, price))
     rows = [detection_row(d, test, n_boot) for d in detectors]
     scores: dict[str, tuple[float, float, float]] = {}

@@ -152,3 +152,35 @@ def test_first_stop_never_stops_at_the_last_checkpoint() -> None:
     never = SignalCusum("kl", threshold=1e300)
     assert all(first_stop(never, o) is None for o in obs)
     assert all(first_stop(always, o) in range(19) for o in obs)
+
+
+def test_run_observations_on_the_common_map_are_the_heldout_envs_rows() -> None:
+    # The held-out task without its fresh noise, jitter and warp shows a job exactly the
+    # recorded run on the corpus's common map: what E12 tunes and measures detectors on.
+    from evalstop_gym.sim.real_curves import corpus_map
+
+    kw = {
+        **suite_task("trl-heldout"),
+        "n_jobs": 30,
+        "obs_fields": ["kl"],
+        "curve_noise": "recorded",
+        "curve_jitter": 0.0,
+        "curve_warp": 0.0,
+    }
+    scale = corpus_map(kw["curves"])
+    env = gym.make("EvalStop-v0", **kw)
+    obs, _ = env.reset(seed=5)
+    core = env.unwrapped.core
+    compared = 0
+    for _ in range(200):
+        sim, jid, ckpt = core.sim, core.jid, core.ckpt
+        if sim.batch.job_type[jid] == RLHF:
+            k = sim.curves.obs_eval.shape[1]
+            mine = run_observations([sim.curves.signal_runs[jid]], k, ["kl"], scale)[0]
+            for f in obs:
+                assert np.array_equal(obs[f], mine[ckpt - 1][f]), f
+            compared += 1
+        obs, _, term, trunc, _ = env.step(0)
+        if term or trunc:
+            break
+    assert compared > 10

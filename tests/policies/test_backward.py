@@ -192,3 +192,50 @@ def test_train_cli_writes_a_model_the_spec_loads(tmp_path, capsys) -> None:
     assert BackwardStopper(out).meta["record"]["task"] == "paper-0.12"
     assert main(["train", "--algo", "lsm", "--out", str(out)]) != 0
     assert "task=None" in capsys.readouterr().err
+
+
+def test_the_smoothed_features_are_trend_averages_and_old_boundary_models_still_play(
+    tmp_path,
+) -> None:
+    from evalstop_experiments.scoring import episode_arrays
+
+    rng = np.random.default_rng(1)
+    e = rng.normal(size=(3, 12))
+    x = backward.feature_matrix(e, e, np.zeros(3, int), 0.6, np.zeros(3), 0.1, 1e-3, smoothed=True)
+    names = backward.FEATURE_SETS["smoothed"]
+    assert x.shape == (3, len(names))
+    col = dict(zip(names, x.T, strict=True))
+    np.testing.assert_allclose(col["ols6_z"], np.polyfit(np.arange(6), e[:, -6:].T, 1)[0] / 0.1)
+    np.testing.assert_allclose(
+        col["mean5_prev5_z"], (e[:, -5:].mean(1) - e[:, -10:-5].mean(1)) / 0.1
+    )
+    np.testing.assert_allclose(col["mean_level"], e.mean(1))
+    assert np.isnan(
+        backward.feature_matrix(
+            e[:, :2], e[:, :2], np.zeros(3, int), 0.1, np.zeros(3), 0.1, 0, True
+        )[:, len(FEATURES)]
+    ).all()  # no slope from two evals
+    # A model of the boundary features alone (the earlier files) loads and decides the same.
+    old = fit_backward(_episodes(_kw(), range(10_000, 10_003)), params=SMALL, features="boundary")
+    assert not old.smoothed and old.meta["features"] == list(FEATURES)
+    old.save(tmp_path / "old.npz")
+    ep = episode_arrays(_kw(), 7)
+    assert (
+        BackwardStopper(tmp_path / "old.npz").ends(ep.arrays).tolist()
+        == BackwardStopper(old).ends(ep.arrays).tolist()
+    )
+    with pytest.raises(ConfigError, match="features"):
+        fit_backward(_episodes(_kw(), [10_000]), features="raw")
+
+
+def test_general_episodes_keep_a_subset_of_each_episodes_jobs_in_order() -> None:
+    from evalstop_experiments.experiments.generalisation import _some_jobs
+
+    (ep,) = _episodes(_kw(n_jobs=30), [10_000])
+    sub = _some_jobs(ep, 10, 20_000)
+    assert sub.values.shape == (10, ep.arrays.k) and sub.arrays.evals.shape == (10, ep.arrays.k)
+    rows = [int(np.flatnonzero((ep.values == v).all(1))[0]) for v in sub.values]
+    assert rows == sorted(rows)
+    np.testing.assert_array_equal(sub.arrays.evals, ep.arrays.evals[rows])
+    assert _some_jobs(ep, 10, 20_000).values.tolist() == sub.values.tolist()  # seeded
+    assert _some_jobs(ep, 100, 20_000) is ep
