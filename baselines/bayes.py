@@ -43,7 +43,13 @@ from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.boundary import JobView
 from evalstop_gym.sim.calibration import Calibration, get_calibration
-from evalstop_gym.sim.synthetic_curves import gao_shape, rise_decline_shape, saturating_shape
+from evalstop_gym.sim.synthetic_curves import (
+    gao_shape,
+    rate_to_tau,
+    rise_decline_shape,
+    saturating_shape,
+    turning_rate,
+)
 from evalstop_gym.sim.workloads import JOB_TYPES, RLHF, Workload, get_workload
 
 from .policies import Obs, need_field, observed
@@ -109,17 +115,30 @@ def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> 
     """The ``rise-decline`` family with the grounded fields: both labels may decline.
 
     A hypothesis is (label, tau, onset): tau on the grid of its label's rise constants
-    (log-uniform midpoints where the calibration draws them so), the loss term's
-    coefficient A x drop with its label's drop moments (a healthy run's ``healthy_drop``).
+    (log-uniform midpoints where the calibration draws them so; with ``rlhf_rate``, 1 / the
+    rate's midpoints for both labels, convex rises included, a hacking hypothesis's rate
+    raised to :func:`~evalstop_gym.sim.synthetic_curves.turning_rate` at its onset and the
+    mean drop, as the draws raise it), the loss term's coefficient A x drop with its
+    label's drop moments (a healthy run's ``healthy_drop``).
     """
     b_mean, b_var = _uniform_moments(cal.rlhf_base)
     a_mean, a_var = _uniform_moments(cal.rlhf_amplitude)
     onsets = _midpoints(cal.hack_onset, GRID)
-    healthy_taus = _draw_midpoints(cal, "rlhf_tau", GRID)
-    hack_taus = healthy_taus if cal.hack_tau is None else _draw_midpoints(cal, "hack_tau", GRID)
+    if cal.rlhf_rate is not None:
+        healthy_taus = rate_to_tau(_midpoints(cal.rlhf_rate, GRID))
+        hack_taus = healthy_taus
+        if cal.hack_rate is not None:
+            hack_taus = rate_to_tau(_midpoints(cal.hack_rate, GRID))
+    else:
+        healthy_taus = _draw_midpoints(cal, "rlhf_tau", GRID)
+        hack_taus = healthy_taus if cal.hack_tau is None else _draw_midpoints(cal, "hack_tau", GRID)
     parts, priors = [], []
     for taus, drop in ((hack_taus, _draw_moments(cal, "hack_drop")), (healthy_taus, None)):
         tt, oo = (g.ravel() for g in np.meshgrid(taus, onsets, indexing="ij"))
+        if cal.rlhf_rate is not None and drop is not None:
+            hack_range = cal.rlhf_rate if cal.hack_rate is None else cal.hack_rate
+            turn = turning_rate(oo, np.full(len(oo), drop[0]), *hack_range)
+            tt = rate_to_tau(np.maximum(1.0 / tt, turn))
         rise = saturating_shape(p[None, :], tt[:, None])
         loss = rise - rise_decline_shape(
             p[None, :], tt[:, None], oo[:, None], np.ones((len(tt), 1))
@@ -156,7 +175,10 @@ def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> 
 
 def _rlhf_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> _Family:
     if cal.rlhf_shape == "rise-decline" and (
-        cal.hack_tau is not None or cal.healthy_drop != (0.0, 0.0) or cal.log_uniform
+        cal.hack_tau is not None
+        or cal.healthy_drop != (0.0, 0.0)
+        or cal.log_uniform
+        or cal.rlhf_rate is not None
     ):
         return _declining_family(cal, p, hack_fraction)
     b_mean, b_var = _uniform_moments(cal.rlhf_base)

@@ -23,10 +23,10 @@ Held-out tasks (``"trl-heldout"``, :data:`HELDOUT_TASKS`) replay one side of a
 packaged corpus's fixed train/test split under one common map and fresh
 measurement noise (docs/CURVE_TRACES.md): ``suite_task("trl-heldout")`` is the
 test runs, ``suite_task("trl-heldout", split="train")`` the runs to tune on.  The
-``grounded`` tasks (``"grounded-0.08"``: the regime fitted to real TRL runs,
-docs/CALIBRATION.md) take the rule's own value for their regime, 1.1e-3 (its
-healthy runs peak a little below base + A), and a 40 % hack share, the real
-corpus's (:data:`CALIBRATION_SETTINGS`).  Every task of :data:`SUITE_TASKS`
+``grounded`` tasks (``"grounded-0.05"``: the regime fitted to real English RLHF
+runs, at their eval noise; docs/CALIBRATION.md) take the rule's own value for
+their regime, 1.1e-3 (its healthy runs peak a little below base + A), and a
+60 % hack share (:data:`CALIBRATION_SETTINGS`).  Every task of :data:`SUITE_TASKS`
 and the shipped-corpus task is registered as ``"EvalStop-<task>-v0"``
 (:func:`task_env_id`).  A first
 rule, half the rate (2.4e-3), was dropped after measuring the floors: at its
@@ -56,8 +56,12 @@ SUITE_TASKS: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.08",
+    "grounded-0.05",
 )
+#: Tasks featured before whose env ids stay registered, so the names users have keep
+#: working: ``"grounded-0.08"`` is the grounded regime at eval noise 0.08 (the featured
+#: task's noise before the regime was refitted to the English corpus).
+FORMER_TASKS: tuple[str, ...] = ("grounded-0.08",)
 #: Real-curve tasks and the environment variable naming their corpus (JSONL).
 CORPUS_TASKS: dict[str, str] = {
     "micro-rlhf": "EVALSTOP_MICRO_RLHF_CORPUS",
@@ -93,12 +97,14 @@ TASK_DEFAULTS: dict[str, Any] = {
 
 
 #: Settings of the tasks of one calibration that differ from :data:`TASK_DEFAULTS`: the
-#: grounded regime's RLHF runs hack as often as the real corpus's do (40 %, not the
-#: heavy-RLHF workload's 60 %), and a GPU-hour costs what :func:`price_rule` gives for
-#: them, rounded to two digits (1.11e-3 -> 1.1e-3, not :data:`SUITE_PRICE`: their healthy
-#: runs peak a little below base + A).
+#: grounded regime's RLHF runs hack so that the corpus's rule labels as many of its runs
+#: as of the real corpus's (60 % drawn, the heavy-RLHF workload's share, stated here
+#: because it is fitted: the English corpus's rule labels 51 % [44, 58] of its runs, the
+#: regime's 48 %), and a GPU-hour costs what :func:`price_rule` gives for them, rounded to
+#: two digits (1.13e-3 -> 1.1e-3, not :data:`SUITE_PRICE`: their healthy runs peak a
+#: little below base + A).
 CALIBRATION_SETTINGS: dict[str, dict[str, Any]] = {
-    "grounded": {"hack_fraction": 0.4, "gpu_hour_price": 1.1e-3}
+    "grounded": {"hack_fraction": 0.6, "gpu_hour_price": 1.1e-3}
 }
 
 
@@ -214,9 +220,9 @@ def task_env_id(name: str) -> str:
 def registered_tasks() -> tuple[str, ...]:
     """Tasks with an env id of their own: :data:`SUITE_TASKS`, shipped-corpus and held-out tasks.
 
-    A held-out task's id plays its test runs.
+    A held-out task's id plays its test runs; :data:`FORMER_TASKS` keep theirs.
     """
-    return (*SUITE_TASKS, *PACKAGED_TASKS, *HELDOUT_TASKS)
+    return (*SUITE_TASKS, *PACKAGED_TASKS, *HELDOUT_TASKS, *FORMER_TASKS)
 
 
 def is_heldout(kw: dict[str, Any]) -> bool:

@@ -76,7 +76,7 @@ TEST_TASKS: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.08",
+    "grounded-0.05",
     "trl-gao",
     "trl-heldout",
 )
@@ -731,7 +731,7 @@ GENERAL_EPISODES = 1920
 #: 3000-3029: 0.928 against 0.920 of Bayes, averaged over the synthetic tasks and prices).
 GENERAL_JOBS: int | None = 50
 #: The per-task models E9 trains (one row each).
-LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.08")
+LSM_TRAIN_TASKS: tuple[str, ...] = ("hard-0.05", "hard-0.12", "grounded-0.05")
 #: The general model's training distribution: regimes, eval noise (log-uniform) and
 #: price factor of each regime's suite price (log-uniform), drawn per episode.
 GENERAL_REGIMES: tuple[str, ...] = ("hard", "realistic", "paper", "grounded")
@@ -1044,7 +1044,7 @@ LSM_TEST_TASKS: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.08",
+    "grounded-0.05",
     "trl-gao",
 )
 #: The general model is scored on every synthetic task at these price factors.
@@ -1128,7 +1128,7 @@ SUITE_SYNTHETIC: tuple[str, ...] = (
     "hard-0.12",
     "realistic-0.12",
     "paper-0.12",
-    "grounded-0.08",
+    "grounded-0.05",
 )
 
 

@@ -5,7 +5,7 @@ Numpy only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -190,8 +190,13 @@ FLAT_TOLERANCE = 0.05
 EARLY_PROGRESS: tuple[float, float] = (0.1, 0.2)
 #: Noise of a corpus's gold curve in units of the corpus's mean gain (the TRL corpus's gold is
 #: a mean over 1024 samples, standard error about 0.03 base sd, mean gain about 1): added to a
-#: regime's noise-free curves so that both sides of the criterion carry the same noise.
+#: regime's noise-free curves so that both sides of the criterion carry the same noise.  A
+#: corpus that records its gold's noise (``meta["gold_noise_sd"]``, from repeated gold
+#: evaluations) gives its own (:func:`corpus_noise`); this is the value for one that does not.
 GOLD_NOISE = 0.03
+#: Statistics printed beside the criterion, not part of it (:func:`late_rise_statistics`):
+#: how late a healthy run still gains.
+LATE_RISE_STATS: tuple[str, ...] = ("healthy_mid_gain", "healthy_late_rise")
 #: Bootstrap replicates and the interval's level.
 BOOTSTRAP_REPS = 2000
 CI_LEVEL = 0.95
@@ -274,6 +279,29 @@ def curve_statistics(
     return out
 
 
+def late_rise_statistics(
+    curves: np.ndarray, progress: np.ndarray, labels: np.ndarray | None = None
+) -> dict[str, float]:
+    """How late healthy runs still gain (:data:`LATE_RISE_STATS`; printed beside the criterion).
+
+    ``healthy_mid_gain``: median over healthy runs of (value at progress 0.5 - start) / gain
+    (0.5 for a straight rise, near 1 for one that saturates early); ``healthy_late_rise``:
+    median of (end - value at progress 0.75) / gain (0.25 for a straight rise).  Gain is
+    peak - start, as in :func:`curve_statistics`; NaN without healthy runs.
+    """
+    g, x = _check_curves(curves, progress)
+    lab = curve_labels(g) if labels is None else np.asarray(labels, dtype=bool)
+    healthy = ~lab
+    if not healthy.any():
+        return dict.fromkeys(LATE_RISE_STATS, float("nan"))
+    gain = np.maximum(g.max(axis=1) - g[:, 0], 1e-12)
+    mid, late = (int(np.searchsorted(x, p - 1e-9)) for p in (0.5, 0.75))
+    return {
+        "healthy_mid_gain": float(np.median(((g[:, mid] - g[:, 0]) / gain)[healthy])),
+        "healthy_late_rise": float(np.median(((g[:, -1] - g[:, late]) / gain)[healthy])),
+    }
+
+
 def bootstrap_statistics(
     curves: np.ndarray,
     progress: np.ndarray,
@@ -281,8 +309,9 @@ def bootstrap_statistics(
     reps: int = BOOTSTRAP_REPS,
     level: float = CI_LEVEL,
     seed: int = 0,
+    statistic: Callable[..., dict[str, float]] = curve_statistics,
 ) -> dict[str, tuple[float, float, float]]:
-    """Each statistic of :func:`curve_statistics` with its percentile bootstrap interval over runs.
+    """Each statistic of ``statistic`` (:func:`curve_statistics`) with its percentile bootstrap interval over runs.
 
     Runs are resampled with replacement (labels travel with their run); a replicate in which a
     statistic is undefined (a class empty) is left out of that statistic's interval.
@@ -292,12 +321,12 @@ def bootstrap_statistics(
     """
     g, x = _check_curves(curves, progress)
     lab = curve_labels(g)
-    point = curve_statistics(g, x, lab)
+    point = statistic(g, x, lab)
     rng = np.random.default_rng(seed)
     reps_out = {k: [] for k in point}
     for _ in range(reps):
         idx = rng.integers(0, len(g), size=len(g))
-        for k, v in curve_statistics(g[idx], x, lab[idx]).items():
+        for k, v in statistic(g[idx], x, lab[idx]).items():
             if np.isfinite(v):
                 reps_out[k].append(v)
     a = (1 - level) / 2
@@ -331,6 +360,41 @@ def corpus_curves(traces: Sequence[CurveTrace]) -> tuple[np.ndarray, np.ndarray]
         rows.append(np.asarray(t.gold, dtype=np.float64))
     assert grid is not None
     return np.array(rows), grid
+
+
+class CorpusNoise(NamedTuple):
+    """A corpus's noise in units of its mean gain (gain = a gold curve's peak - its start).
+
+    Attributes:
+        gold: Sd of its gold curve's noise (recorded ``gold_noise_sd``, else :data:`GOLD_NOISE`).
+        eval: Sd of its measured eval's noise (recorded ``eval_noise_sd``; NaN if not recorded).
+        gold_recorded: Whether the gold's noise was recorded by the corpus.
+    """
+
+    gold: float
+    eval: float
+    gold_recorded: bool
+
+
+def corpus_noise(traces: Sequence[CurveTrace]) -> CorpusNoise:
+    """The noise a corpus records for its runs (mean sd over runs) over its mean gain.
+
+    The sds come from each run's ``meta`` (``gold_noise_sd``, ``eval_noise_sd``: the spread
+    of repeated gold evaluations at a checkpoint); a noise no run records is
+    :data:`GOLD_NOISE` (gold) or NaN (eval).
+    """
+    gold, _ = corpus_curves(traces)
+    gain = float(np.mean(gold.max(axis=1) - gold[:, 0]))
+
+    def recorded(key: str) -> float | None:
+        v = [t.meta.get(key) for t in traces if isinstance(t.meta, Mapping)]
+        v = [float(x) for x in v if isinstance(x, int | float)]
+        return float(np.mean(v)) / gain if v and len(v) == len(traces) and gain > 0 else None
+
+    g, e = recorded("gold_noise_sd"), recorded("eval_noise_sd")
+    return CorpusNoise(
+        GOLD_NOISE if g is None else g, float("nan") if e is None else e, g is not None
+    )
 
 
 def criterion_check(

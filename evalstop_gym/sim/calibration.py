@@ -18,9 +18,9 @@ Four calibrations are offered because, as ``docs/CALIBRATION.md`` explains, a
 * ``"hard"``: ``realistic`` with hacking and healthy RLHF runs sharing one rise
   until a hacking run's onset, so the first evals do not give the label away,
   and jittered step times (see :data:`HARD`).
-* ``"grounded"``: the ``hard`` family fitted to the statistics of real TRL runs
-  (peaks anywhere from the start, deep collapses, healthy runs that plateau or
-  decline a little; see :data:`GROUNDED`).
+* ``"grounded"``: the ``hard`` family, widened, fitted to the statistics of real
+  English RLHF runs (peaks from mid-run, collapses of about their gain, healthy
+  runs that plateau, decline a little or still gain late; see :data:`GROUNDED`).
 
 Curve forms follow Gao, Schulman & Hilton (2023), "Scaling Laws for Reward
 Model Overoptimization": the gold RL score is R(d) = d(alpha - beta ln d) with
@@ -99,6 +99,13 @@ class Calibration:
             same onset (``rise-decline``): (0, 0) for a pure rise.
         log_uniform: Range fields drawn log-uniformly rather than uniformly, among
             :data:`LOG_UNIFORM_FIELDS` (their lows must be > 0).
+        rlhf_rate: Rise rate 1 / tau of every RLHF run, drawn uniformly (``rise-decline``
+            only), in place of ``rlhf_tau`` and ``hack_tau``; None: those.  A negative rate
+            is a convex rise, base + A (e^(p r') - 1) / (e^(r') - 1) with r' = -rate (a
+            slow start that gains late), a rate near 0 a straight line and a large one a
+            rise that saturates early: one draw spans all three.
+        hack_rate: The hacking runs' rise rate range (with ``rlhf_rate``); None: theirs
+            is ``rlhf_rate`` too (one draw for both labels).
     """
 
     name: str
@@ -125,6 +132,8 @@ class Calibration:
     hack_tau: Range | None = None
     healthy_drop: Range = (0.0, 0.0)
     log_uniform: tuple[str, ...] = ()
+    rlhf_rate: Range | None = None
+    hack_rate: Range | None = None
 
     def __post_init__(self) -> None:
         """Validate every field; raise ConfigError naming the first bad one."""
@@ -153,6 +162,12 @@ class Calibration:
         if self.hack_tau is not None:
             _check_range("hack_tau", self.hack_tau, 1e-3)
         _check_range("healthy_drop", self.healthy_drop, 0.0)
+        if self.rlhf_rate is not None:
+            _check_range("rlhf_rate", self.rlhf_rate, -50.0, 50.0)
+        if self.hack_rate is not None:
+            if self.rlhf_rate is None:
+                raise ConfigError("hack_rate", self.hack_rate, "None unless rlhf_rate is set")
+            _check_range("hack_rate", self.hack_rate, -50.0, 50.0)
         if not isinstance(self.log_uniform, tuple) or any(
             f not in LOG_UNIFORM_FIELDS for f in self.log_uniform
         ):
@@ -166,12 +181,15 @@ class Calibration:
             if r is not None and r[0] <= 0:
                 raise ConfigError(f, r, "a range with low > 0 (it is drawn log-uniformly)")
         if self.rlhf_shape != "rise-decline" and (
-            self.hack_tau is not None or self.healthy_drop != (0.0, 0.0) or self.log_uniform
+            self.hack_tau is not None
+            or self.healthy_drop != (0.0, 0.0)
+            or self.log_uniform
+            or self.rlhf_rate is not None
         ):
             raise ConfigError(
                 "rlhf_shape",
                 self.rlhf_shape,
-                "'rise-decline' when hack_tau, healthy_drop or log_uniform is set",
+                "'rise-decline' when hack_tau, healthy_drop, log_uniform or rlhf_rate is set",
             )
         for field in ("eval_noise", "loss_noise"):
             v = getattr(self, field)
@@ -224,23 +242,26 @@ HARD = replace(
 
 #: A regime fitted to real runs (docs/CALIBRATION.md, "The grounded regime"): every
 #: statistic of the criterion in :mod:`evalstop_gym.corpus.analysis` inside the packaged
-#: TRL corpus's bootstrap interval (``evalstop-gym curves fit-regime``).  Rise constants
-#: log-uniform, 0.1-1.5 for healthy runs and 0.1-1.0 for hacking ones (they rise a little
-#: faster, as the corpus's high learning rates do); an onset anywhere in 5-85 % of the run;
-#: a hacking run loses 0.85-4 x its gain by the end (log-uniform) and a healthy one 0-0.2 x
-#: from the same onset; gains spread as the corpus's (0.35-0.85: sd / mean 0.24, the
-#: corpus 0.26).  20 checkpoints, step-time jitter and
-#: LoRA/DPO as in ``hard``.
+#: English RLHF corpus's bootstrap interval (216 GRPO, RLOO and online DPO runs on English
+#: text with a human-rated gold; ``evalstop-gym curves fit-regime``).  Rise rates 1 / tau,
+#: uniform: -5..7 for healthy runs (convex, slow-starting rises that gain late, straight
+#: ones and ones that saturate early), -18..8 for hacking ones (more of them start slowly:
+#: the corpus's early evals rank hacking runs a little *below* healthy ones), a hacking
+#: run's rate raised where needed until it turns over inside the run; an onset anywhere in
+#: the first 70 % of the run; a hacking run loses 0.5-1.2 x its gain by the end
+#: (log-uniform) and a healthy one 0-0.1 x from the same onset; gains spread as the
+#: corpus's (0.1-1.1: sd / mean 0.48, the corpus 0.56).  20 checkpoints, step-time jitter
+#: and LoRA/DPO as in ``hard``.
 GROUNDED = replace(
     HARD,
     name="grounded",
-    rlhf_amplitude=(0.35, 0.85),
-    rlhf_tau=(0.1, 1.5),
-    hack_tau=(0.1, 1.0),
-    hack_onset=(0.05, 0.85),
-    hack_drop=(0.85, 4.0),
-    healthy_drop=(0.0, 0.2),
-    log_uniform=("rlhf_tau", "hack_tau", "hack_drop"),
+    rlhf_amplitude=(0.1, 1.1),
+    rlhf_rate=(-5.0, 7.0),
+    hack_rate=(-18.0, 8.0),
+    hack_onset=(0.0, 0.7),
+    hack_drop=(0.5, 1.2),
+    healthy_drop=(0.0, 0.1),
+    log_uniform=("hack_drop",),
 )
 
 CALIBRATIONS: dict[str, Calibration] = {c.name: c for c in (PAPER, REALISTIC, HARD, GROUNDED)}

@@ -63,6 +63,57 @@ def rise_decline_peak(tau: np.ndarray, onset: np.ndarray, drop: np.ndarray) -> n
     return grid[np.argmax(shape, axis=1)]
 
 
+#: Rise rates closer to 0 than this are a straight line: tau = 1 / rate would overflow the
+#: shape's exponentials, and the rise is already linear to 1e-6.
+MIN_RATE = 1e-6
+
+
+def rate_to_tau(rate: np.ndarray) -> np.ndarray:
+    """Rise constants tau = 1 / rate of :func:`saturating_shape` (a negative one: convex)."""
+    rate = np.asarray(rate, dtype=np.float64)
+    safe = np.where(np.abs(rate) < MIN_RATE, np.where(rate < 0, -MIN_RATE, MIN_RATE), rate)
+    return 1.0 / safe
+
+
+#: Progress from which a hacking run's curve must be falling (:func:`turning_rate`): the
+#: corpus's rule wants its peak before the last tenth of the run.
+TURN_BY = 0.9
+
+
+def _rise_slope(rate: np.ndarray, p: float) -> np.ndarray:
+    """Slope at progress ``p`` of :func:`saturating_shape` with tau = 1 / rate."""
+    r = np.where(np.abs(rate) < MIN_RATE, MIN_RATE, rate)
+    return r * np.exp(-r * p) / -np.expm1(-r)
+
+
+def turning_rate(
+    onset: np.ndarray, drop: np.ndarray, lo: float, hi: float, iterations: int = 40
+) -> np.ndarray:
+    """The least rise rate in [lo, hi] at which a hacking run falls over [:data:`TURN_BY`, 1].
+
+    A convex rise (rate < 0) with a small loss may still climb at the end of the run, a
+    hacking run that never turned over; raised to this rate it peaks before
+    :data:`TURN_BY`.  The run falls on [TURN_BY, 1] when the rise's slope is at most the
+    loss's, 2 drop (p - onset) / (1 - onset)^2, at both ends (the difference of slopes
+    is convex there); the rise's slope falls as the rate grows, so bisection finds it.
+    """
+    onset, drop = np.asarray(onset, dtype=float), np.asarray(drop, dtype=float)
+
+    def falls(rate: np.ndarray) -> np.ndarray:
+        ok = np.ones(rate.shape, dtype=bool)
+        for p in (TURN_BY, 1.0):
+            loss = 2.0 * drop * np.maximum(p - onset, 0.0) / (1.0 - onset) ** 2
+            ok &= _rise_slope(rate, p) <= loss
+        return ok
+
+    a, b = np.full(onset.shape, float(lo)), np.full(onset.shape, float(hi))
+    for _ in range(iterations):
+        mid = (a + b) / 2
+        good = falls(mid)
+        b, a = np.where(good, mid, b), np.where(good, a, mid)
+    return np.where(falls(np.full(onset.shape, float(lo))), lo, b)
+
+
 def _range_draw(cal: Calibration, field: str, rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` draws of a range field: uniform, or log-uniform if ``cal.log_uniform`` lists it."""
     lo, hi = getattr(cal, field)
@@ -78,17 +129,33 @@ def rise_decline_draws(
 
     The draws are tau, onset, drop (``n`` each, in that order), then, only for a calibration
     that sets them, the hacking runs' tau and the healthy runs' drop, so a calibration
-    without those fields draws exactly what it always did.  Other jobs get drop 0.
+    without those fields draws exactly what it always did.  With ``rlhf_rate`` every run's
+    tau is 1 / (its uniform rate draw), for both labels (a hacking run's from ``hack_rate``
+    when set, drawn after the drops), a hacking run's rate raised where needed to
+    :func:`turning_rate` (so that it peaks inside the run).  Other jobs get drop 0.
     """
-    if not cal.log_uniform and cal.hack_tau is None and cal.healthy_drop == (0.0, 0.0):
+    if (
+        not cal.log_uniform
+        and cal.hack_tau is None
+        and cal.healthy_drop == (0.0, 0.0)
+        and cal.rlhf_rate is None
+    ):
         tau, onset, drop = (
             rng.uniform(r[0], r[1], size=n) for r in (cal.rlhf_tau, cal.hack_onset, cal.hack_drop)
         )
         return tau, onset, np.where(hacking, drop, 0.0)
-    tau = _range_draw(cal, "rlhf_tau", rng, n)
+    rate = None if cal.rlhf_rate is None else rng.uniform(*cal.rlhf_rate, size=n)
+    tau = _range_draw(cal, "rlhf_tau", rng, n) if rate is None else None
     onset = _range_draw(cal, "hack_onset", rng, n)
     drop = _range_draw(cal, "hack_drop", rng, n)
-    if cal.hack_tau is not None:
+    if rate is not None:
+        hack_range = cal.rlhf_rate if cal.hack_rate is None else cal.hack_rate
+        if cal.hack_rate is not None:
+            rate = np.where(hacking, rng.uniform(*cal.hack_rate, size=n), rate)
+        # a hacking run turns over inside the run (no draw: the other streams are unchanged)
+        turn = turning_rate(onset, drop, *hack_range)
+        tau = rate_to_tau(np.where(hacking, np.maximum(rate, turn), rate))
+    elif cal.hack_tau is not None:
         tau = np.where(hacking, _range_draw(cal, "hack_tau", rng, n), tau)
     healthy = np.zeros(n)
     if cal.healthy_drop != (0.0, 0.0):

@@ -7,11 +7,17 @@ import pytest
 
 import evalstop_gym  # registers the ids (and its _register is called below)
 from evalstop_gym.corpus.packaged import TRL_CORPUS, corpus_path
-from evalstop_gym.suite import SUITE_TASKS, registered_tasks, suite_task, task_env_id
+from evalstop_gym.suite import FORMER_TASKS, SUITE_TASKS, registered_tasks, suite_task, task_env_id
 
 
 def test_every_suite_task_and_the_shipped_corpus_have_an_id() -> None:
-    assert registered_tasks() == (*SUITE_TASKS, "trl-gao", "trl-heldout", "english-heldout")
+    assert registered_tasks() == (
+        *SUITE_TASKS,
+        "trl-gao",
+        "trl-heldout",
+        "english-heldout",
+        *FORMER_TASKS,
+    )
     for task in registered_tasks():
         spec = gym.spec(task_env_id(task))
         assert spec.kwargs == suite_task(task)
@@ -19,7 +25,7 @@ def test_every_suite_task_and_the_shipped_corpus_have_an_id() -> None:
     assert gym.spec("EvalStop-trl-gao-v0").kwargs["curves"] == str(corpus_path(TRL_CORPUS))
 
 
-@pytest.mark.parametrize("task", ["hard-0.12", "grounded-0.08", "trl-gao"])
+@pytest.mark.parametrize("task", ["hard-0.12", "grounded-0.05", "grounded-0.08", "trl-gao"])
 def test_an_id_makes_its_task_and_user_kwargs_override(task: str) -> None:
     env = gym.make(task_env_id(task), n_jobs=12)
     config = env.unwrapped.env_config  # type: ignore[attr-defined]
