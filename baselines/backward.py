@@ -177,7 +177,7 @@ MAX_DEPTH = 64
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
 #: SHA-256 of each shipped backward-induction model (``<name>.npz``), pinned in the code.
 PRETRAINED: dict[str, str] = {
-    "general": "557b1639bef266ab25895bf32b1d1a4b5ca01220373bbce70abb7eedd3ce88a1",
+    "general": "d9589a1b9fe01f8986a3f09ffff5214b1eea785826e228b746c37cebf44a35b7",
 }
 
 
