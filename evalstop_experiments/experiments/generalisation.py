@@ -1039,14 +1039,7 @@ def lsm_cell_rows(
 
 
 #: The backward-induction matrix's test tasks at 1x (the held-out task joins when it exists).
-LSM_TEST_TASKS: tuple[str, ...] = (
-    "hard-0.05",
-    "hard-0.12",
-    "realistic-0.12",
-    "paper-0.12",
-    "grounded-0.05",
-    "trl-gao",
-)
+LSM_TEST_TASKS: tuple[str, ...] = tuple(t for t in TEST_TASKS if t != HELDOUT)
 #: The general model is scored on every synthetic task at these price factors.
 LSM_PRICES: tuple[float, ...] = (0.5, 1.0, 2.0)
 #: ``--quick``: one per-task model on 4 episodes, the general model on 8, 2 test seeds.

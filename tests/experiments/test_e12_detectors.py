@@ -107,17 +107,17 @@ def test_the_learned_detector_fits_pickles_and_skips_jobs_without_signals() -> N
     assert det.probability(empty) == 0.0 and det.act(empty) == 0
 
 
-def test_run_observations_are_the_envs_rows_for_a_job_on_that_run() -> None:
-    kw = {**suite_task("trl-gao"), "n_jobs": 30, "obs_fields": ["kl", "reward"]}
+def _compare_with_env(kw: dict, seed: int, signals: list[str], scale=None) -> int:
+    """Play ``kw`` with action 0; check each RLHF job's rows against ``run_observations``."""
     env = gym.make("EvalStop-v0", **kw)
-    obs, _ = env.reset(seed=2)
+    obs, _ = env.reset(seed=seed)
     core = env.unwrapped.core
     compared = 0
     for _ in range(200):
         sim, jid, ckpt = core.sim, core.jid, core.ckpt
         if sim.batch.job_type[jid] == RLHF:
             k = sim.curves.obs_eval.shape[1]
-            mine = run_observations([sim.curves.signal_runs[jid]], k, ["kl", "reward"])[0]
+            mine = run_observations([sim.curves.signal_runs[jid]], k, signals, scale)[0]
             assert set(mine[ckpt - 1]) == set(obs)
             for f in obs:
                 assert np.array_equal(obs[f], mine[ckpt - 1][f]), f
@@ -125,7 +125,12 @@ def test_run_observations_are_the_envs_rows_for_a_job_on_that_run() -> None:
         obs, _, term, trunc, _ = env.step(0)
         if term or trunc:
             break
-    assert compared > 20
+    return compared
+
+
+def test_run_observations_are_the_envs_rows_for_a_job_on_that_run() -> None:
+    kw = {**suite_task("trl-gao"), "n_jobs": 30, "obs_fields": ["kl", "reward"]}
+    assert _compare_with_env(kw, 2, ["kl", "reward"]) > 20
 
 
 def test_a_signal_detector_leaves_synthetic_jobs_alone_in_the_env() -> None:
@@ -167,20 +172,4 @@ def test_run_observations_on_the_common_map_are_the_heldout_envs_rows() -> None:
         "curve_jitter": 0.0,
         "curve_warp": 0.0,
     }
-    scale = corpus_map(kw["curves"])
-    env = gym.make("EvalStop-v0", **kw)
-    obs, _ = env.reset(seed=5)
-    core = env.unwrapped.core
-    compared = 0
-    for _ in range(200):
-        sim, jid, ckpt = core.sim, core.jid, core.ckpt
-        if sim.batch.job_type[jid] == RLHF:
-            k = sim.curves.obs_eval.shape[1]
-            mine = run_observations([sim.curves.signal_runs[jid]], k, ["kl"], scale)[0]
-            for f in obs:
-                assert np.array_equal(obs[f], mine[ckpt - 1][f]), f
-            compared += 1
-        obs, _, term, trunc, _ = env.step(0)
-        if term or trunc:
-            break
-    assert compared > 10
+    assert _compare_with_env(kw, 5, ["kl"], corpus_map(kw["curves"])) > 10
