@@ -4,7 +4,8 @@
 
 One 200-job ``hard-0.12`` episode (seed 0), played through ``Simulator.run`` by
 the Bayes stopper, by the same stopper with the look-ahead's first form (a Python
-loop over the future checkpoints, kept here as the reference) and by
+loop over the future checkpoints, the frozen reference in
+``tests/oracles/reference_bayes.py``) and by
 ``KDeclineRule(2)``; process CPU time, interleaved rounds (``timing.alternating``),
 min and median.  Prints decisions/s of each and the ratios; the target is
 Bayes >= 0.06x EvalStop's decisions/s.
@@ -14,37 +15,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import numpy as np
 from timing import alternating
 
-from baselines.bayes import FUTURES, BayesStopper
-from evalstop_gym import KDeclineRule, SimConfig, Simulator
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's package and its frozen references
+
+from baselines.bayes import BayesStopper  # noqa: E402
+from evalstop_gym import KDeclineRule, SimConfig, Simulator  # noqa: E402
+from tests.oracles.reference_bayes import ReferenceBayes  # noqa: E402
 
 TARGET = 0.06
-
-
-class LoopBayes(BayesStopper):
-    """The stopper with the look-ahead written as a loop over future checkpoints."""
-
-    def _delivered(self, mean: np.ndarray, b: int, y_best: float, n: int) -> np.ndarray:
-        f = self.k - n
-        mu = mean[:, n:]
-        out = np.empty((mean.shape[0], f + 1))
-        out[:, 0] = mean[:, b]
-        best = np.full((mean.shape[0], FUTURES), y_best)
-        q = np.repeat(mean[:, b : b + 1], FUTURES, axis=1)
-        for j in range(f):
-            y = mu[:, j : j + 1] + self._noise[j]
-            better = y > best
-            np.maximum(best, y, out=best)
-            np.copyto(q, mu[:, j : j + 1], where=better)
-            out[:, j + 1] = q.sum(axis=1)
-        out[:, 1:] /= FUTURES
-        if not self.deliver_best:
-            out[:, -1] = mean[:, -1]
-        return out
 
 
 def main() -> None:
@@ -55,7 +39,7 @@ def main() -> None:
     cfg = SimConfig(calibration="hard", eval_noise=0.12, deliver="best")
     stoppers = {
         "Bayes": BayesStopper.for_task("hard-0.12"),
-        "Bayes (loop look-ahead)": LoopBayes.for_task("hard-0.12"),
+        "Bayes (loop look-ahead)": ReferenceBayes.for_task("hard-0.12"),
         "EvalStop(2)": KDeclineRule(2),
     }
 

@@ -1,6 +1,6 @@
 """The Bayes stopper's vectorised look-ahead gives the loop's floats and decisions exactly.
 
-``reference_delivered`` is the look-ahead as it was written first (a Python loop
+``tests.oracles.reference_bayes.reference_delivered`` is the look-ahead as it was written first (a Python loop
 over the future checkpoints on (hypotheses, draws) blocks); the stopper's
 ``_delivered`` must return the same bits for any mean curves, best checkpoint and
 number of evals, and whole episodes must take the same decisions.
@@ -13,37 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines.bayes import FUTURES, BayesStopper
+from baselines.bayes import BayesStopper
 from evalstop_gym import SimConfig, Simulator
-
-
-def reference_delivered(
-    stopper: BayesStopper, mean: np.ndarray, b: int, y_best: float, n: int
-) -> np.ndarray:
-    """The look-ahead's first form: one step of the running best per future checkpoint."""
-    f = stopper.k - n
-    mu = mean[:, n:]
-    out = np.empty((mean.shape[0], f + 1))
-    out[:, 0] = mean[:, b]
-    best = np.full((mean.shape[0], FUTURES), y_best)
-    q = np.repeat(mean[:, b : b + 1], FUTURES, axis=1)
-    for j in range(f):
-        y = mu[:, j : j + 1] + stopper._noise[j]
-        better = y > best
-        np.maximum(best, y, out=best)
-        np.copyto(q, mu[:, j : j + 1], where=better)
-        out[:, j + 1] = q.sum(axis=1)
-    out[:, 1:] /= FUTURES
-    if not stopper.deliver_best:
-        out[:, -1] = mean[:, -1]
-    return out
-
-
-class ReferenceBayes(BayesStopper):
-    """The stopper with the loop look-ahead: the decisions the fast one must repeat."""
-
-    def _delivered(self, mean: np.ndarray, b: int, y_best: float, n: int) -> np.ndarray:
-        return reference_delivered(self, mean, b, y_best, n)
+from tests.oracles.reference_bayes import ReferenceBayes, reference_delivered
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
