@@ -2,8 +2,9 @@
 
 Both score the policy at step 0 and every ``eval_every`` steps through the trainer's own
 ``log`` (so the scores land in ``state.log_history`` and ``trainer_state.json``), with the
-model in eval mode, and both need a completion's log-probability under a model for the
-KL they report.  Needs torch and transformers (the ``trl`` extra).
+model in eval mode; both sample fixed-length completions outside the global random stream,
+and both need a completion's log-probability under a model for the KL they report.  Needs
+torch and transformers (the ``trl`` extra).
 """
 
 from __future__ import annotations
@@ -12,6 +13,40 @@ from typing import Any
 
 import numpy as np
 from transformers import TrainerCallback
+
+
+def sample_completions(
+    model: Any, prompt_ids: np.ndarray, seed: int, length: int, pad_id: int
+) -> np.ndarray:
+    """One ``length``-token completion per prompt (token ids), isolated from the global stream.
+
+    Args:
+        model: A causal LM.
+        prompt_ids: ``(n, prompt length)`` token ids (one length for all: no padding).
+        seed: Seed of the sampling (a forked torch random state).
+        length: Tokens per completion (exactly: ``min_new_tokens`` = ``max_new_tokens``).
+        pad_id: The tokenizer's padding id.
+
+    Returns:
+        ``(n, length)`` token ids.
+    """
+    import torch
+
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        ids = torch.as_tensor(prompt_ids)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=True,
+            top_k=0,
+            top_p=1.0,
+            temperature=1.0,
+            max_new_tokens=length,
+            min_new_tokens=length,
+            pad_token_id=pad_id,
+        )
+    return out[:, ids.shape[1] :].numpy()
 
 
 def sequence_logprob(model: Any, prompt_ids: np.ndarray, completion_ids: np.ndarray) -> np.ndarray:

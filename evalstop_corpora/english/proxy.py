@@ -80,23 +80,9 @@ PROXY_VARIANTS: dict[str, ProxyRecipe] = {
 
 def sample_completions(model: Any, prompt_ids: np.ndarray, seed: int, pad_id: int) -> np.ndarray:
     """One ``COMPLETION_TOKENS``-token completion per prompt, outside the global random stream."""
-    import torch
+    from evalstop_corpora.eval_callback import sample_completions as sample
 
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(seed)
-        ids = torch.as_tensor(prompt_ids)
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=True,
-            top_k=0,
-            top_p=1.0,
-            temperature=1.0,
-            max_new_tokens=COMPLETION_TOKENS,
-            min_new_tokens=COMPLETION_TOKENS,
-            pad_token_id=pad_id,
-        )
-    return out[:, ids.shape[1] :].numpy()
+    return sample(model, prompt_ids, seed, COMPLETION_TOKENS, pad_id)
 
 
 class Proxy:

@@ -233,6 +233,7 @@ def _trainer(
     if config.trainer == "online_dpo":
         from trl.experimental.online_dpo import OnlineDPOConfig, OnlineDPOTrainer
 
+        trainer: Any = OnlineDPOTrainer
         args = OnlineDPOConfig(
             **common,
             beta=[config.beta],
@@ -240,28 +241,21 @@ def _trainer(
             max_length=PROMPT_TOKENS + COMPLETION_TOKENS,
             per_device_train_batch_size=config.prompts_per_step * config.num_generations // 2,
         )
-        return OnlineDPOTrainer(
-            model=str(policy_dir),
-            reward_funcs=reward,
-            args=args,
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            callbacks=[callback],
-        )
-    if config.trainer == "rloo":
-        from trl import RLOOConfig as Config
-        from trl import RLOOTrainer as Trainer
     else:
-        from trl import GRPOConfig as Config
-        from trl import GRPOTrainer as Trainer
-    args = Config(
-        **common,
-        beta=config.beta,
-        num_generations=config.num_generations,
-        per_device_train_batch_size=config.prompts_per_step * config.num_generations,
-        max_completion_length=COMPLETION_TOKENS,
-    )
-    return Trainer(
+        if config.trainer == "rloo":
+            from trl import RLOOConfig as Config
+            from trl import RLOOTrainer as trainer
+        else:
+            from trl import GRPOConfig as Config
+            from trl import GRPOTrainer as trainer
+        args = Config(
+            **common,
+            beta=config.beta,
+            num_generations=config.num_generations,
+            per_device_train_batch_size=config.prompts_per_step * config.num_generations,
+            max_completion_length=COMPLETION_TOKENS,
+        )
+    return trainer(
         model=str(policy_dir),
         reward_funcs=reward,
         args=args,

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from evalstop_corpora import eval_callback
 from evalstop_corpora.eval_callback import PeriodicEvalCallback, sequence_logprob
 from evalstop_corpora.trl.world import (
     COMPLETION_WORDS,
@@ -135,23 +136,9 @@ def sample_completions(model: Any, prompt_ids: np.ndarray, seed: int) -> np.ndar
     Returns:
         ``(n, COMPLETION_WORDS)`` token ids.
     """
-    import torch
-
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(seed)
-        ids = torch.as_tensor(prompt_ids)
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=True,
-            top_k=0,
-            top_p=1.0,
-            temperature=1.0,
-            max_new_tokens=COMPLETION_WORDS,
-            min_new_tokens=COMPLETION_WORDS,
-            pad_token_id=SPECIALS.index("[PAD]"),
-        )
-    return out[:, ids.shape[1] :].numpy()
+    return eval_callback.sample_completions(
+        model, prompt_ids, seed, COMPLETION_WORDS, SPECIALS.index("[PAD]")
+    )
 
 
 class GoldEvalCallback(PeriodicEvalCallback):
