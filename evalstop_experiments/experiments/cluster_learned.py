@@ -74,15 +74,11 @@ def critical_multiplier(bayes: Any, job_type: int, evals: np.ndarray) -> float:
     second's, so the job stops from the smaller of the two.  Infinite at the last
     checkpoint (no decision there).
     """
-    from baselines.bayes import TOP_HYPOTHESES
-
     evals = np.asarray(evals, dtype=float)
     n = len(evals)
     if n >= bayes.k:
         return math.inf
-    w, mean = bayes.posterior(job_type, evals)
-    top = np.argsort(w)[-TOP_HYPOTHESES:]
-    w, mean = w[top] / w[top].sum(), mean[top]
+    w, mean = bayes.lookahead_posterior(job_type, evals)
     b = int(np.argmax(evals))
     step = bayes._step_cost[job_type] * np.arange(1, bayes.k - n + 1)
     flips = []

@@ -338,3 +338,33 @@ def test_a_prior_refitted_on_the_english_runs_keeps_the_grounded_family() -> Non
     curves = rlhf_true_curves(GROUNDED, X, np.arange(40) % 2 == 0, np.random.default_rng(2))
     prior = prior_from_curves(curves, np.arange(40) % 2 == 0, X, "grounded")
     assert prior.rlhf_rate == GROUNDED.rlhf_rate and prior.healthy_drop == GROUNDED.healthy_drop
+
+
+def test_bayes_simulates_every_grounded_hypothesis_and_the_heaviest_32_elsewhere() -> None:
+    from baselines.bayes import TOP_HYPOTHESES, BayesStopper
+
+    grounded, hard = BayesStopper.for_task("grounded-0.05"), BayesStopper.for_task("hard-0.12")
+    assert grounded._families[RLHF].top == 200 and hard._families[RLHF].top == TOP_HYPOTHESES
+    evals = 0.3 + 0.02 * np.arange(6)
+    w, mean = grounded.lookahead_posterior(RLHF, evals)
+    w_all, mean_all = grounded.posterior(RLHF, evals)
+    assert np.array_equal(w, w_all) and np.array_equal(mean, mean_all)
+    w, mean = hard.lookahead_posterior(RLHF, evals)
+    w_all, _ = hard.posterior(RLHF, evals)
+    assert len(w) == TOP_HYPOTHESES and np.isclose(w.sum(), 1.0)
+    assert np.isclose(w.max(), w_all.max() / np.sort(w_all)[-TOP_HYPOTHESES:].sum())
+
+
+def test_bayes_keeps_a_slowly_gaining_run_going_at_the_tasks_price() -> None:
+    """A convex rise still gaining is worth its price once the late risers are in the look-ahead."""
+    from dataclasses import replace
+
+    from baselines.bayes import TOP_HYPOTHESES, BayesStopper
+
+    bayes = BayesStopper.for_task("grounded-0.05")
+    p = np.arange(1, 21) / 20
+    rising = 0.3 + 0.4 * np.expm1(p) / np.expm1(1.0)  # slightly convex, gaining to the end
+    assert not any(bayes.decide(RLHF, rising[:n]) for n in range(1, 16))
+    # with the heaviest 32 only, it is stopped mid-run: the hypotheses that gain late are cut
+    bayes._families[RLHF] = replace(bayes._families[RLHF], top=TOP_HYPOTHESES)
+    assert any(bayes.decide(RLHF, rising[:n]) for n in range(1, 16))
