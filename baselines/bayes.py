@@ -28,7 +28,9 @@ than stopping now: a multi-step, open-loop look-ahead, which includes the
 one-step one.  The delivered checkpoint is the best *observed* one, so the
 future evals that choose it are simulated with the task's noise (common
 draws around each hypothesis's mean curve, :meth:`BayesStopper._delivered`);
-the look-ahead stays open-loop (it does not re-decide after those evals).
+the look-ahead stays open-loop (it does not re-decide after those evals), except
+that in the grounded family it also weighs "run j more checkpoints, then go on only
+if their evals clear a threshold" (:meth:`BayesStopper._probe_value`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,12 @@ MODEL_JITTER = 0.01
 TOP_HYPOTHESES = 32
 #: Simulated futures per hypothesis (common random numbers, fixed at construction).
 FUTURES = 24
+#: The grounded family's look-ahead also weighs "run j more checkpoints, then go on only if
+#: the mean of the last :data:`WINDOW` of them clears a threshold": j in these steps ahead,
+#: the threshold at these quantiles of that mean over the simulated futures.
+PROBE_STEPS = (2, 3, 4, 6, 8, 10, 12)
+PROBE_QUANTILES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+WINDOW = 5
 #: On real curves, the eval noise the model assumes at least (the suite's level): the
 #: measured eval has noise of its own, which the env's ``eval_noise`` does not state.
 REAL_CURVE_NOISE = 0.05
@@ -113,6 +121,8 @@ class _Family:
     hacking: np.ndarray  # (H,) bool
     #: Hypotheses the look-ahead simulates (the heaviest; all of them if >= H).
     top: int = TOP_HYPOTHESES
+    #: Whether the look-ahead also weighs probing policies (:meth:`BayesStopper._probe_value`).
+    probe: bool = False
 
 
 def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> _Family:
@@ -131,8 +141,13 @@ def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> 
     (the look-ahead then expects every gain to be over and stops healthy runs early).  On
     development seeds of ``grounded-0.05`` (300 jobs per price, per-job utility), the gain
     over NoStop as a fraction of the CurveOracle's is 0.37 / 0.51 / 0.50 at 1/2x, 1x, 2x the
-    price with all 200 hypotheses, against -0.12 / 0.20 / 0.33 with the heaviest 32
-    (``docs/CALIBRATION.md``, "Bayes on the grounded regime").
+    price with all 200 hypotheses, against -0.12 / 0.20 / 0.33 with the heaviest 32.
+
+    It also weighs probing policies (:meth:`BayesStopper._probe_value`): where an average
+    run is about worth its price, a fixed end is not, but a few more evals tell the runs
+    that gain late from the others.  On development episodes (seeds 3000-3004) they raise
+    the RLHF jobs' gain over NoStop from 1.07 / 2.65 / 5.67 to 1.51 / 3.52 / 7.57 per
+    episode at 1/2x, 1x, 2x (``docs/CALIBRATION.md``, "Bayes on the grounded regime").
     """
     b_mean, b_var = _uniform_moments(cal.rlhf_base)
     a_mean, a_var = _uniform_moments(cal.rlhf_amplitude)
@@ -183,7 +198,7 @@ def _declining_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> 
         ]
     )
     hacking = np.arange(n_hack + n_healthy) < n_hack
-    return _Family(phi, m0, s0, log_w, hacking, top=len(log_w))
+    return _Family(phi, m0, s0, log_w, hacking, top=len(log_w), probe=True)
 
 
 def _rlhf_family(cal: Calibration, p: np.ndarray, hack_fraction: float) -> _Family:
@@ -452,14 +467,58 @@ class BayesStopper:
         w, mean = self.lookahead_posterior(job_type, evals)
         b = int(np.argmax(evals))
         ramp = self._ramp[job_type][: self.k - n + 1]
+        probe = self._families[job_type].probe
         # Without noise the delivered score is the running max of the mean curve, an
-        # upper bound of its noisy value: if even that does not pay, stop at once.
+        # upper bound of its noisy value: if even that does not pay, stop at once.  A
+        # probing policy may end at a different checkpoint under each hypothesis, so its
+        # bound takes each hypothesis's best end.
         bound = np.maximum(np.maximum.accumulate(mean[:, n:], axis=1), mean[:, b : b + 1])
-        if self.deliver_best and (w @ bound - ramp[1:]).max() <= w @ mean[:, b]:
-            return True
-        value = self._delivered(mean, b, float(evals[b]), n)  # (h, K - n + 1)
+        if self.deliver_best:
+            gain = w @ (bound - ramp[1:]).max(axis=1) if probe else (w @ bound - ramp[1:]).max()
+            if gain <= w @ mean[:, b]:
+                return True
+        if not probe:
+            value = self._delivered(mean, b, float(evals[b]), n)  # (h, K - n + 1)
+            expected = w @ value - ramp
+            return bool(expected[1:].max() <= expected[0])
+        q, y = self._delivered_paths(mean, b, float(evals[b]), n)
+        value = np.empty((mean.shape[0], self.k - n + 1))
+        value[:, 0] = mean[:, b]
+        value[:, 1:] = q.sum(axis=2).T
+        value[:, 1:] /= FUTURES
         expected = w @ value - ramp
-        return bool(expected[1:].max() <= expected[0])
+        if expected[1:].max() > expected[0]:
+            return False
+        return bool(self._probe_value(w, q, y, ramp) <= expected[0])
+
+    def _probe_value(self, w: np.ndarray, q: np.ndarray, y: np.ndarray, ramp: np.ndarray) -> float:
+        """The best expected utility of a probing policy on the simulated futures.
+
+        A probing policy runs j more checkpoints, then goes on (to its best end m > j)
+        only if the mean of the last :data:`WINDOW` future evals clears a threshold, and
+        else ends after checkpoint n + j.  It decides on evals only, so it is a policy the
+        stopper could follow: the best of them is a lower bound of the value of
+        continuing and deciding again, which the fixed ends of the open-loop look-ahead
+        miss when the next evals tell a run that gains late from one that does not
+        (the value of information).  ``q`` (f, h, FUTURES): true score delivered after
+        each future eval on each simulated future; ``y`` (f, FUTURES, h): its evals.
+        """
+        f, h, s = q.shape
+        val = (q - ramp[1:, None, None]).reshape(f, h * s)  # ending after future eval j
+        path_w = np.repeat(w / s, s)  # the futures of hypothesis i are rows i*s .. i*s+s-1
+        future = y.transpose(0, 2, 1).reshape(f, h * s)
+        best = -np.inf
+        for j in PROBE_STEPS:
+            if j >= f:
+                break
+            stat = future[max(0, j - WINDOW) : j].mean(axis=0)
+            order = np.argsort(stat, kind="stable")
+            at = np.searchsorted(np.cumsum(path_w[order]), PROBE_QUANTILES).clip(0, len(stat) - 1)
+            go = stat[None, :] > stat[order][at][:, None]  # (thresholds, paths)
+            go_w = go * path_w
+            value = (go_w @ val[j:].T).max(axis=1) + (path_w - go_w) @ val[j - 1]
+            best = max(best, float(value.max()))
+        return best
 
     def _delivered(self, mean: np.ndarray, b: int, y_best: float, n: int) -> np.ndarray:
         """(h, K - n + 1): expected true score delivered if the job ends after n, n + 1, .., K.
@@ -467,6 +526,22 @@ class BayesStopper:
         The delivered checkpoint is the best *observed* one, so future evals are
         simulated (common standard-normal draws, the task's sigma) around each
         hypothesis's mean curve; the true score of a checkpoint is its mean.
+        """
+        f, h = self.k - n, mean.shape[0]
+        q, _ = self._delivered_paths(mean, b, y_best, n)
+        out = np.empty((h, f + 1))
+        out[:, 0] = mean[:, b]
+        out[:, 1:] = q.sum(axis=2).T
+        out[:, 1:] /= FUTURES
+        if not self.deliver_best:
+            out[:, -1] = mean[:, -1]  # a completed job delivers its final checkpoint
+        return out
+
+    def _delivered_paths(
+        self, mean: np.ndarray, b: int, y_best: float, n: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The simulated futures: true score delivered after each future eval (f, h, FUTURES)
+        (the final checkpoint's at the end unless ``deliver_best``), and the evals (f, FUTURES, h).
         """
         f, h = self.k - n, mean.shape[0]
         noise, pick, column = self._future_tables(h)
@@ -491,13 +566,9 @@ class BayesStopper:
         scores[0] = mean[:, b]
         scores[1:] = mu
         q = scores.ravel().take(at)
-        out = np.empty((h, f + 1))
-        out[:, 0] = mean[:, b]
-        out[:, 1:] = q.sum(axis=2).T
-        out[:, 1:] /= FUTURES
         if not self.deliver_best:
-            out[:, -1] = mean[:, -1]  # a completed job delivers its final checkpoint
-        return out
+            q[-1] = mean[:, -1, None]  # a completed job delivers its final checkpoint
+        return q, y
 
     def _future_tables(self, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The look-ahead's constant arrays for ``h`` hypotheses, built once per size.

@@ -368,3 +368,37 @@ def test_bayes_keeps_a_slowly_gaining_run_going_at_the_tasks_price() -> None:
     # with the heaviest 32 only, it is stopped mid-run: the hypotheses that gain late are cut
     bayes._families[RLHF] = replace(bayes._families[RLHF], top=TOP_HYPOTHESES)
     assert any(bayes.decide(RLHF, rising[:n]) for n in range(1, 16))
+
+
+def test_probing_policy_value_on_a_hand_computed_case() -> None:
+    """Two hypotheses, one gaining and one losing, told apart by their next evals."""
+    from baselines.bayes import FUTURES, BayesStopper
+
+    bayes = BayesStopper.for_task("grounded-0.05")
+    f = 4
+    q = np.empty((f, 2, FUTURES))
+    q[:, 0, :] = np.array([0.1, 0.2, 0.3, 0.4])[:, None]  # the gaining run's delivered score
+    q[:, 1, :] = np.array([0.0, -0.1, -0.2, -0.3])[:, None]  # the losing run's
+    y = np.empty((f, FUTURES, 2))
+    y[..., 0], y[..., 1] = 1.0, 0.0  # their future evals
+    # best: two checkpoints, then only the gaining run goes on to the end:
+    # 0.5 x 0.4 + 0.5 x (-0.1); three checkpoints gives 0.5 x 0.4 + 0.5 x (-0.2)
+    got = bayes._probe_value(np.array([0.5, 0.5]), q, y, np.zeros(f + 1))
+    assert np.isclose(got, 0.15)
+    # at 0.1 a checkpoint the gaining run is worth its price and no more:
+    # 0.5 x (0.4 - 0.4) + 0.5 x (-0.1 - 0.2)
+    price = 0.1 * np.arange(f + 1)
+    assert np.isclose(bayes._probe_value(np.array([0.5, 0.5]), q, y, price), -0.15)
+
+
+def test_bayes_probes_a_run_the_open_loop_look_ahead_would_stop_at_its_second_eval() -> None:
+    """At twice the price an average run is break-even: a few evals tell whether it is worth it."""
+    from dataclasses import replace
+
+    from baselines.bayes import BayesStopper
+
+    bayes = BayesStopper.for_task("grounded-0.05", price_factor=2.0)
+    first = np.array([0.3, 0.32])
+    assert not bayes.decide(RLHF, first)
+    bayes._families[RLHF] = replace(bayes._families[RLHF], probe=False)
+    assert bayes.decide(RLHF, first)
