@@ -23,6 +23,9 @@ Per-step ``info`` is left empty (building N info dicts a step would cost
 more than the step); the step that ends a sub-environment's episode carries
 its ``episode_metrics`` in Gymnasium's vector-info layout (arrays with an
 ``_episode_metrics`` mask), under ``info["final_info"]`` in same-step mode.
+The same metrics, one dict per ended episode, are in ``envs.ended`` after the
+step: ``[(sub-environment index, episode_metrics), ...]`` (what an adapter
+such as SB3's ``NativeVecEnv`` reads instead of un-batching the arrays).
 """
 
 from __future__ import annotations

@@ -259,3 +259,29 @@ def test_same_step_autoreset_matches_single_envs_reset_at_once() -> None:
                 o = env.reset()[0]
             np.testing.assert_array_equal(obs[i], np.concatenate([o[f] for f in fields]))
     assert ends >= 4
+
+
+def test_sb3_adapter_infos_carry_each_ended_episodes_own_metrics() -> None:
+    pytest.importorskip("stable_baselines3")
+    from baselines.training.native_vec import NativeVecEnv
+
+    n = 3
+    venv = NativeVecEnv(n, seed=6, n_jobs=3)
+    venv.reset()
+    singles = [gym.make("EvalStop-v0", n_jobs=3) for _ in range(n)]
+    for i, env in enumerate(singles):
+        env.reset(seed=6 + i)
+    rng = np.random.default_rng(4)
+    ends = 0
+    for _ in range(80):
+        actions = rng.integers(0, 2, n)
+        _, _, dones, infos = venv.step(actions)
+        for i, env in enumerate(singles):
+            _, _, t, _, sinfo = env.step(int(actions[i]))
+            assert dones[i] == t
+            if t:
+                ends += 1
+                assert infos[i]["episode_metrics"] == sinfo["episode_metrics"]
+                assert all(infos[i][k] == v for k, v in sinfo["episode_metrics"].items())
+                env.reset()
+    assert ends >= 5
