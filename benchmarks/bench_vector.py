@@ -1,6 +1,8 @@
 """Batched env steps per CPU second: native EvalStop-v0 against CartPole-v1's SyncVectorEnv.
 
     python benchmarks/bench_vector.py [--num-envs 16] [--steps 2000] [--reps 7]
+    valgrind --tool=cachegrind --cache-sim=no python benchmarks/bench_vector.py \
+        --play native --actions constant --steps 600    # then again with --steps 0
 
 ``gym.make_vec("EvalStop-v0", num_envs=N, vectorization_mode="vector_entry_point")``
 (one process, N simulators, one observation buffer) against
@@ -15,6 +17,11 @@ collector (``gc.callbacks``, process CPU between a collection's start and
 stop) and in episode ends and resets (the sub-environments'
 ``info_metrics`` and ``reset_row``, timed by a wrapper around each call:
 the simulator's construction is most of a reset).
+
+``--play native|cartpole`` only plays ``--steps`` batch steps of one of them
+(``--actions constant|random``), untimed: run under cachegrind, the
+difference between ``--steps S`` and ``--steps 0`` over S x N is the
+instructions per env-step, a count that does not move with the machine's load.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ import numpy as np
 from timing import interleaved, report
 
 import evalstop_gym  # noqa: F401
+
+#: The contenders: (env id, vectorization mode).
+ENVS = {"native": ("EvalStop-v0", "vector_entry_point"), "cartpole": ("CartPole-v1", "sync")}
 
 
 def target(n: int, random_actions: bool) -> float | None:
@@ -104,17 +114,21 @@ def main() -> None:
     ap.add_argument("--num-envs", type=int, default=16)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--play", choices=["native", "cartpole"], help="only play, untimed")
+    ap.add_argument("--actions", choices=["constant", "random"], default="constant")
     args = ap.parse_args()
     n = args.num_envs
+    if args.play:
+        env_id, mode = ENVS[args.play]
+        stepper(env_id, mode, n, args.steps, args.actions == "random")()
+        return
     print(f"N = {n}: env-steps per CPU second")
     print(f"{'actions':34s} {'EvalStop native':>13s} {'CartPole sync':>13s}")
     for label, random_actions in (("constant", False), ("random", True)):
         shares = Shares()
         contenders = {
-            "native": stepper(
-                "EvalStop-v0", "vector_entry_point", n, args.steps, random_actions, shares
-            ),
-            "cartpole": stepper("CartPole-v1", "sync", n, args.steps, random_actions),
+            "native": stepper(*ENVS["native"], n, args.steps, random_actions, shares),
+            "cartpole": stepper(*ENVS["cartpole"], n, args.steps, random_actions),
         }
         for run in contenders.values():
             run()  # warm-up
