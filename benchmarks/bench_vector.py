@@ -22,6 +22,10 @@ the simulator's construction is most of a reset).
 (``--actions constant|random``), untimed: run under cachegrind, the
 difference between ``--steps S`` and ``--steps 0`` over S x N is the
 instructions per env-step, a count that does not move with the machine's load.
+``--play native-core`` and ``--play native-engine`` play the native env's
+episodes with constant actions through its cores' ``step_row`` alone, and
+through the simulators' ``decide`` and ``next_decision`` alone: the
+differences split a step between the batch, the core and the simulator.
 """
 
 from __future__ import annotations
@@ -108,16 +112,45 @@ def stepper(
     return run
 
 
+def play_parts(n: int, steps: int, engine: bool) -> None:
+    """Constant-action steps of the native env's N episodes, below its batch step.
+
+    ``engine``: only the simulators' ``decide(False)`` and ``next_decision()``;
+    else each core's ``step_row(False)`` (the simulator, the reward and the row).
+    """
+    envs = gym.make_vec("EvalStop-v0", num_envs=n, vectorization_mode="vector_entry_point")
+    envs.reset(seed=0)
+    cores = envs.unwrapped._cores
+    if engine:
+        pairs = [(core.sim.decide, core.sim.next_decision) for core in cores]
+        for _ in range(steps):
+            for decide, next_decision in pairs:
+                decide(False)
+                next_decision()
+    else:
+        step_rows = [core.step_row for core in cores]
+        for _ in range(steps):
+            for step_row in step_rows:
+                step_row(False)
+
+
 def main() -> None:
     """Print the ratios for both action patterns."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--num-envs", type=int, default=16)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--play", choices=["native", "cartpole"], help="only play, untimed")
+    ap.add_argument(
+        "--play",
+        choices=["native", "native-core", "native-engine", "cartpole"],
+        help="only play, untimed",
+    )
     ap.add_argument("--actions", choices=["constant", "random"], default="constant")
     args = ap.parse_args()
     n = args.num_envs
+    if args.play in ("native-core", "native-engine"):
+        play_parts(n, args.steps, args.play == "native-engine")
+        return
     if args.play:
         env_id, mode = ENVS[args.play]
         stepper(env_id, mode, n, args.steps, args.actions == "random")()
