@@ -1,6 +1,7 @@
 """SB3 PPO rollout collection and training throughput: EvalStop-v0 against CartPole-v1.
 
     python benchmarks/bench_train.py [--timesteps 32768] [--reps 2] [--no-control]
+    python benchmarks/bench_train.py --rollouts-only [--reps 7]
 
 Both with ``PPO("MlpPolicy", ...)`` at SB3's defaults (n_steps 2048, 10
 epochs, batch 64), 16 envs, one torch thread: EvalStop-v0 through
@@ -21,6 +22,11 @@ is the cost of the wider input in PPO's gradient steps, not the env.  Each
 run's CPU is also split (by a callback at the rollouts' start and end) into
 collecting rollouts (env steps and the policy's forward passes) and the rest
 of ``learn`` (PPO's gradient steps), printed as per-part rates and ratios.
+
+``--rollouts-only`` times the target's part alone, cheaply enough for many
+rounds: each contender's PPO (the same settings, never trained) collects one
+rollout of ``n_steps`` x 16 env steps per round, on one persistent env, by
+SB3's own ``collect_rollouts``; rounds interleaved as above.
 """
 
 from __future__ import annotations
@@ -101,6 +107,18 @@ def learner(
     return run
 
 
+def collector(make_venv: Callable[[], object]) -> Callable[[], float]:
+    """One untrained PPO whose every call collects one rollout; returns its env steps."""
+    model = PPO("MlpPolicy", make_venv(), seed=0, device="cpu")
+    _, callback = model._setup_learn(10**9, RolloutCPU())  # resets the env, as learn does
+
+    def run() -> float:
+        model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
+        return model.n_steps * model.env.num_envs
+
+    return run
+
+
 def split_line(name: str, split: list[tuple[int, float, float]]) -> str:
     """Median collection and gradient-step rates of one contender's runs."""
     collect = statistics.median(n / c for n, c, _ in split)
@@ -118,6 +136,9 @@ def main() -> None:
     ap.add_argument("--timesteps", type=int, default=2048 * N_ENVS)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--no-control", action="store_true", help="skip the padded-CartPole control")
+    ap.add_argument(
+        "--rollouts-only", action="store_true", help="time rollout collection alone (no learn)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(1)
     width = NativeVecEnv(1, seed=0).observation_space.shape[0]
@@ -130,6 +151,18 @@ def main() -> None:
     }
     if args.no_control:
         del makers["cartpole_padded"]
+    if args.rollouts_only:
+        runs = {name: collector(make) for name, make in makers.items()}
+        for run in runs.values():
+            run()  # warm-up: the first rollout starts every episode at once
+        rates = interleaved(runs, args.reps)
+        print(f"{'PPO MlpPolicy, 16 envs':34s} {'EvalStop':>13s} {'CartPole':>13s}")
+        print(report("rollout collection (steps/s)", rates, "evalstop", "cartpole", TARGET))
+        if "cartpole_padded" in rates:
+            print(
+                report("collection, control (same width)", rates, "evalstop", "cartpole_padded", 0)
+            )
+        return
     splits: dict[str, list[tuple[int, float, float]]] = {name: [] for name in makers}
     contenders = {
         name: learner(make, args.timesteps, splits[name]) for name, make in makers.items()

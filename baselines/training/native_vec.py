@@ -69,9 +69,9 @@ class NativeVecEnv(VecEnv):
         obs, rewards, terminated, truncated, info = self.venv.step(self._actions)
         dones = terminated | truncated
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        for i in np.flatnonzero(dones).tolist():
-            batch = info["final_info"]["episode_metrics"]
-            metrics = {k: float(v[i]) for k, v in batch.items() if k[0] != "_"}
+        # Each ended episode's own metrics, as the batched env kept them (no un-batching).
+        for i, ended in self.venv.ended:
+            metrics = {k: float(v) for k, v in ended.items()}
             # Also at the top level, as EpisodeMetricsInfo does, for VecMonitor's info_keywords.
             infos[i] = {
                 **metrics,

@@ -23,10 +23,14 @@ Per-step ``info`` is left empty (building N info dicts a step would cost
 more than the step); the step that ends a sub-environment's episode carries
 its ``episode_metrics`` in Gymnasium's vector-info layout (arrays with an
 ``_episode_metrics`` mask), under ``info["final_info"]`` in same-step mode.
+The same metrics, one dict per ended episode, are in ``envs.ended`` after the
+step: ``[(sub-environment index, episode_metrics), ...]`` (what an adapter
+such as SB3's ``NativeVecEnv`` reads instead of un-batching the arrays).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -49,6 +53,15 @@ def _seed(field: str, value: Any) -> int | None:
     if not is_integer(value) or value < 0:
         raise ConfigError(field, value, "None or a non-negative integer")
     return int(value)
+
+
+def _info_array(value: Any, n: int) -> np.ndarray:
+    """The array ``VectorEnv._add_info`` starts for a key whose first value is ``value``."""
+    if type(value) in (int, float, bool) or issubclass(type(value), np.number):
+        return np.zeros(n, dtype=type(value))
+    if isinstance(value, np.ndarray):
+        return np.zeros((n, *value.shape), dtype=value.dtype)
+    return np.full(n, fill_value=None, dtype=object)
 
 
 class EvalStopVectorEnv(VectorEnv):
@@ -117,6 +130,9 @@ class EvalStopVectorEnv(VectorEnv):
         self._field_slices = layout.field_slices
         self._zero_row = np.zeros(width, np.float32)  # the terminal observation
         self._autoreset = [False] * num_envs
+        self._n_pending = 0  # sub-environments to reset at the next step
+        #: The episodes the last step ended: (sub-environment, its ``episode_metrics``).
+        self.ended: list[tuple[int, dict[str, float]]] = []
         self._started = False
 
     def reset(
@@ -141,6 +157,8 @@ class EvalStopVectorEnv(VectorEnv):
             gym.Env.reset(env, seed=s)  # seeds its np_random as env.reset(seed=s) does
             rows.append(env.core.reset_row(env.np_random))
         self._autoreset = [False] * self.num_envs
+        self._n_pending = 0
+        self.ended = []
         self._started = True
         return self._batch(rows), {}
 
@@ -166,33 +184,34 @@ class EvalStopVectorEnv(VectorEnv):
                 " or 2 (deprioritise)" if self._deprioritize else ""
             )
             raise ValueError(f"actions={shown(actions)}: every action is {allowed}")
-        autoreset = self._autoreset
+        if self._deprioritize and stops.count(2):
+            stops = [s == 1 if s != 2 else 2 for s in stops]
+        else:
+            # 0/1 as the plain bools the single env passes (an np.bool_ or an int would
+            # make the simulator's comparisons slower).
+            stops = acts.astype(bool).tolist()
         rows: list[np.ndarray] = []
         append = rows.append
-        rewards = [0.0] * self.num_envs
+        rewards: list[float] = []
+        add_reward = rewards.append
+        ended: list[tuple[int, dict[str, float]]] = []
+        if self._n_pending:
+            self._step_with_resets(stops, append, add_reward, ended)
+        else:
+            # The hot loop: no sub-environment restarts in this step.
+            for step_row, stop in zip(self._step_rows, stops):
+                row, reward = step_row(stop)
+                add_reward(reward)
+                if row is not None:
+                    append(row)
+                else:  # one row per sub-environment so far: this one is len(rows)
+                    append(self._end(len(rows), ended))
         terminated = np.zeros(self.num_envs, dtype=bool)
+        self.ended = ended
         infos: dict[str, Any] = {}
-        for i, (step_row, stop) in enumerate(zip(self._step_rows, stops)):
-            if autoreset[i]:
-                append(self._cores[i].reset_row(self.envs[i].np_random))
-                autoreset[i] = False
-                continue
-            # A plain bool for 0/1 (what the single env passes), 2 as itself.
-            row, rewards[i] = step_row(stop == 1 if stop != 2 else 2)
-            if row is not None:
-                append(row)
-                continue
-            terminated[i] = True
-            core = self._cores[i]
-            metrics = {"episode_metrics": core.info_metrics()}
-            if self.same_step:
-                final = self._single(self._zero_row.copy())
-                infos = self._add_info(infos, {"final_obs": final, "final_info": metrics}, i)
-                append(core.reset_row(self.envs[i].np_random))
-            else:
-                infos = self._add_info(infos, metrics, i)
-                append(self._zero_row)
-                autoreset[i] = True
+        if ended:
+            terminated[[i for i, _ in ended]] = True
+            infos = self._end_infos(ended)
         return (
             self._batch(rows),
             np.array(rewards),
@@ -200,6 +219,71 @@ class EvalStopVectorEnv(VectorEnv):
             np.zeros(self.num_envs, dtype=bool),
             infos,
         )
+
+    def _step_with_resets(
+        self,
+        stops: list[Any],
+        append: Callable[[np.ndarray], None],
+        add_reward: Callable[[float], None],
+        ended: list[tuple[int, dict[str, float]]],
+    ) -> None:
+        """The step's loop when some sub-environments restart (next-step autoreset)."""
+        autoreset = self._autoreset
+        for i, (step_row, stop) in enumerate(zip(self._step_rows, stops)):
+            if autoreset[i]:
+                append(self._cores[i].reset_row(self.envs[i].np_random))
+                add_reward(0.0)
+                autoreset[i] = False
+                self._n_pending -= 1
+                continue
+            row, reward = step_row(stop)
+            add_reward(reward)
+            if row is not None:
+                append(row)
+            else:
+                append(self._end(i, ended))
+
+    def _end(self, i: int, ended: list[tuple[int, dict[str, float]]]) -> np.ndarray:
+        """Sub-environment i's episode ended: note its metrics; the row this step returns for it."""
+        core = self._cores[i]
+        ended.append((i, core.info_metrics()))
+        if self.same_step:
+            return core.reset_row(self.envs[i].np_random)
+        self._autoreset[i] = True
+        self._n_pending += 1
+        return self._zero_row
+
+    def _end_infos(self, ended: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
+        """The step's ``info`` for the episodes that ended, in Gymnasium's vector-info layout.
+
+        What ``VectorEnv._add_info`` builds from each ended sub-environment's
+        ``{"episode_metrics": ...}`` (under ``final_info``, with ``final_obs``, in
+        same-step mode), with one array per key for the whole step.
+        """
+        n = self.num_envs
+        mask = np.zeros(n, dtype=np.bool_)
+        mask[[i for i, _ in ended]] = True
+        metrics: dict[str, Any] = {}
+        for i, m in ended:
+            for key, value in m.items():
+                array = metrics.get(key)
+                if array is None:
+                    array = metrics[key] = _info_array(value, n)
+                    metrics[f"_{key}"] = np.zeros(n, dtype=np.bool_)
+                array[i] = value
+                metrics[f"_{key}"][i] = True
+        info: dict[str, Any] = {"episode_metrics": metrics, "_episode_metrics": mask}
+        if not self.same_step:
+            return info
+        final = np.full(n, fill_value=None, dtype=object)
+        for i, _ in ended:
+            final[i] = self._single(self._zero_row.copy())
+        return {
+            "final_obs": final,
+            "_final_obs": mask.copy(),
+            "final_info": info,
+            "_final_info": mask.copy(),
+        }
 
     def _batch(self, rows: list[np.ndarray]) -> Any:
         """The batch observation of the rows: a Box, or a dict of column views (per ``flatten``)."""

@@ -190,3 +190,98 @@ def test_num_envs_is_bounded_with_a_clear_error() -> None:
         with pytest.raises(ConfigError, match="num_envs"):
             EvalStopVectorEnv(bad, **KW)  # type: ignore[arg-type]
     assert EvalStopVectorEnv(np.int64(2), **KW).num_envs == 2  # type: ignore[arg-type]
+
+
+def _assert_same_info(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        if isinstance(v, dict):
+            _assert_same_info(got[k], v)
+        elif v.dtype == object:  # final_obs: one observation (or None) per sub-environment
+            for a, b in zip(got[k], v):
+                if b is None:
+                    assert a is None
+                elif isinstance(b, dict):
+                    assert a.keys() == b.keys() and all((a[f] == b[f]).all() for f in b)
+                else:
+                    np.testing.assert_array_equal(a, b)
+        else:
+            assert got[k].dtype == v.dtype
+            np.testing.assert_array_equal(got[k], v)
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+@pytest.mark.parametrize("flatten", [False, True])
+def test_episode_end_infos_are_what_gymnasiums_add_info_builds(mode: str, flatten: bool) -> None:
+    # Several sub-environments end in the same step (n_jobs=2, always stop), in both
+    # autoreset modes; the info is built once per step from their metrics.
+    n = 5
+    venv = EvalStopVectorEnv(n, flatten=flatten, autoreset_mode=mode, n_jobs=2)
+    venv.reset(seed=4)
+    rng = np.random.default_rng(2)
+    multi = 0
+    for _ in range(60):
+        obs, _, term, _, info = venv.step(rng.integers(0, 2, n))
+        assert [i for i, _ in venv.ended] == np.flatnonzero(term).tolist()
+        want: dict = {}
+        for i, metrics in venv.ended:
+            extra = {"episode_metrics": metrics}
+            if mode == "SameStep":
+                final = np.zeros(venv.layout.width, np.float32)
+                extra = {
+                    "final_obs": final if flatten else venv.layout.split(final),
+                    "final_info": extra,
+                }
+            want = venv._add_info(want, extra, i)
+        _assert_same_info(info, want)
+        multi += len(venv.ended) > 1
+    assert multi >= 3
+
+
+def test_same_step_autoreset_matches_single_envs_reset_at_once() -> None:
+    n = 4
+    venv = EvalStopVectorEnv(n, flatten=True, autoreset_mode="SameStep", **KW)
+    obs, _ = venv.reset(seed=9)
+    singles, _ = _singles(n, 9)
+    fields = singles[0].unwrapped.obs_fields
+    rng = np.random.default_rng(3)
+    ends = 0
+    for _ in range(200):
+        actions = rng.integers(0, 2, n)
+        obs, rew, term, _, info = venv.step(actions)
+        for i, env in enumerate(singles):
+            o, r, t, _, sinfo = env.step(int(actions[i]))
+            assert rew[i] == r and term[i] == t
+            if t:
+                ends += 1
+                got = {k: v[i] for k, v in info["final_info"]["episode_metrics"].items()}
+                assert {k: got[k] for k in sinfo["episode_metrics"]} == sinfo["episode_metrics"]
+                o = env.reset()[0]
+            np.testing.assert_array_equal(obs[i], np.concatenate([o[f] for f in fields]))
+    assert ends >= 4
+
+
+def test_sb3_adapter_infos_carry_each_ended_episodes_own_metrics() -> None:
+    pytest.importorskip("stable_baselines3")
+    from baselines.training.native_vec import NativeVecEnv
+
+    n = 3
+    venv = NativeVecEnv(n, seed=6, n_jobs=3)
+    venv.reset()
+    singles = [gym.make("EvalStop-v0", n_jobs=3) for _ in range(n)]
+    for i, env in enumerate(singles):
+        env.reset(seed=6 + i)
+    rng = np.random.default_rng(4)
+    ends = 0
+    for _ in range(80):
+        actions = rng.integers(0, 2, n)
+        _, _, dones, infos = venv.step(actions)
+        for i, env in enumerate(singles):
+            _, _, t, _, sinfo = env.step(int(actions[i]))
+            assert dones[i] == t
+            if t:
+                ends += 1
+                assert infos[i]["episode_metrics"] == sinfo["episode_metrics"]
+                assert all(infos[i][k] == v for k, v in sinfo["episode_metrics"].items())
+                env.reset()
+    assert ends >= 5
