@@ -215,6 +215,10 @@ class Simulator(JobQueues, Deprioritization):
         # Exact shortcuts of the scheduling pass (see decide and
         # _worse_running_cover); False runs the plain passes, for tests.
         self._lean_passes = True
+        # A scheduler whose running keys only shrink: checkpoints leave the running heap
+        # alone and flag the job's entry instead (see queues.py); False pushes an entry
+        # at every checkpoint, for tests.
+        self._lazy_running = self.preemptive and getattr(self.scheduler, "monotone_key", False)
         self._pending = -1  # id of the job awaiting a decision, -1 if none
         #: Checkpoints done by the job awaiting a decision (set with it).
         self.decision_checkpoint = 0
@@ -304,7 +308,9 @@ class Simulator(JobQueues, Deprioritization):
         self._preemptions = [0] * n
         self._gpu_hours = [0.0] * n
         self._views: list[SchedulingView | None] = [None] * n  # created at arrival
-        self._run_key: list[Any] = [None] * n  # key of its running-heap entry (preemptive)
+        self._run_key: list[Any] = [None] * n  # its current key while it runs (preemptive)
+        # Whether its running-heap entry may hold an older, larger key (see queues.py).
+        self._key_stale = [False] * n
         # With a restore cost: the time from which a run segment makes progress (its
         # start plus the restore); -inf otherwise, so that it never matters.
         self._work_from = [-math.inf] * n
@@ -527,14 +533,19 @@ class Simulator(JobQueues, Deprioritization):
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
         if self.preemptive:
             # Its key changed with the new checkpoint.
-            ver = self._run_ver[jid] = self._run_ver[jid] + 1
             key = self.scheduler.key(self._views[jid])
             old, self._run_key[jid] = self._run_key[jid], key
-            heapq.heappush(
-                self._running, (-key if type(key) is float else negate_key(key), jid, ver)
-            )
-            if len(self._running) > self._compact_at:
-                self._compact_running()
+            if self._lazy_running and not self.demoted:
+                # It only shrank: the entry's older key stays until the victim search
+                # meets it at the root (deprioritising makes keys grow: then push).
+                self._key_stale[jid] = True
+            else:
+                ver = self._run_ver[jid] = self._run_ver[jid] + 1
+                heapq.heappush(
+                    self._running, (-key if type(key) is float else negate_key(key), jid, ver)
+                )
+                if len(self._running) > self._compact_at:
+                    self._compact_running()
             # The cluster was stable before this checkpoint (no waiting job fits
             # the free GPUs, the best waiting one cannot preempt) and only this
             # job's key changed, so a pass can change something only if the
