@@ -124,7 +124,7 @@ def _play(sim: Simulator, actions: int, seed: int):
 _P = {2: [0.9, 0.1], 3: [0.9, 0.05, 0.05]}
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     seed=st.integers(0, 2**32),
     stop_seed=st.integers(0, 3),
@@ -133,16 +133,28 @@ _P = {2: [0.9, 0.1], 3: [0.9, 0.05, 0.05]}
     costs=st.booleans(),
     lean=st.booleans(),
     trace=st.booleans(),
+    pools=st.booleans(),
 )
 def test_lazy_running_heap_gives_the_events_of_an_entry_per_checkpoint(
-    seed: int, stop_seed: int, load: float, calibration: str, costs: bool, lean: bool, trace: bool
+    seed: int,
+    stop_seed: int,
+    load: float,
+    calibration: str,
+    costs: bool,
+    lean: bool,
+    trace: bool,
+    pools: bool,
 ) -> None:
     """srtf-est's flagged entries: the same events, stops, preemptions and metrics, bit for bit."""
-    kw = {"restore_h": 0.05, "eval_cost_h": 0.01} if costs else {}
+    kw: dict = {"restore_h": 0.05, "eval_cost_h": 0.01} if costs else {}
+    kw["num_gpus"] = 16
+    if pools:  # per-pool heaps; the pooled engine does not deprioritise
+        kw.update(num_gpus=32, pools={"a100": 16, "h100": 16}, placement="fastest")
+        stop_seed = min(stop_seed, 2)
     if trace:
-        cfg = SimConfig(trace=SAMPLE_TRACE, num_gpus=16, n_jobs=60, calibration=calibration, **kw)
+        cfg = SimConfig(trace=SAMPLE_TRACE, n_jobs=60, calibration=calibration, **kw)
     else:
-        cfg = SimConfig(num_gpus=16, n_jobs=50, load=load, calibration=calibration, **kw)
+        cfg = SimConfig(n_jobs=50, load=load, calibration=calibration, **kw)
     assert cfg.scheduler == "srtf-est"
     lazy, eager = Simulator(cfg, seed, record_events=True), Simulator(cfg, seed, record_events=True)
     assert lazy._lazy_running
@@ -153,21 +165,24 @@ def test_lazy_running_heap_gives_the_events_of_an_entry_per_checkpoint(
 
 def test_lazy_running_heap_is_exercised_and_only_for_shrinking_keys() -> None:
     """Preemptions meet flagged entries at the root; other schedulers push per checkpoint."""
-    cfg = SimConfig(num_gpus=32, n_jobs=200, load=1.5)
-    sim = Simulator(cfg, 1)
-    corrected = []
     original = queues._correct_root
+    for cfg in (
+        SimConfig(num_gpus=32, n_jobs=200, load=1.5),
+        SimConfig(num_gpus=32, n_jobs=200, load=1.5, pools={"a100": 16, "h100": 16}),
+    ):
+        sim = Simulator(cfg, 1)
+        corrected = []
 
-    def counting(*args):
-        corrected.append(args[1][1])
-        original(*args)
+        def counting(*args, corrected=corrected):
+            corrected.append(args[1][1])
+            original(*args)
 
-    queues._correct_root = counting
-    try:
-        sim.run(KDeclineRule(2))
-    finally:
-        queues._correct_root = original
-    assert corrected and sim.cluster_metrics()["preemptions"] > 0
+        queues._correct_root = counting
+        try:
+            sim.run(KDeclineRule(2))
+        finally:
+            queues._correct_root = original
+        assert corrected and sim.cluster_metrics()["preemptions"] > 0
     for name in ("fifo", "sjf-est", "loss-aware", "tiresias"):
         assert not Simulator(SimConfig(scheduler=name, n_jobs=5), 0)._lazy_running
 
