@@ -559,7 +559,11 @@ class Simulator(JobQueues, Deprioritization):
                     self._schedule()
 
     def run(self, stopper: Stopper | None = None) -> dict[str, float]:
-        """Run the episode to the end with ``stopper`` (None never stops); return metrics."""
+        """Run the episode to the end with ``stopper`` (None never stops); return metrics.
+
+        The generational garbage collector is paused during the loop (see the
+        comment below) and restored after it.
+        """
         decide, next_decision, view_of = self.decide, self.next_decision, self._view_of
         # The loop makes no reference cycles, but every heap entry it pushes is a
         # tracked tuple: on a big cluster the young collections they trigger walk
