@@ -14,9 +14,13 @@ commit by ``bench_simulator.py --ref``.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from timing import interleaved, ratio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
 
 from evalstop_gym import KDeclineRule, SimConfig, Simulator
 

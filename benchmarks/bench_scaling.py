@@ -7,8 +7,11 @@ starts and preempts more per event (each start and preemption is a scheduling ac
 of its own), so the cost per event grows with the cluster even where the cost of each
 kind of work does not.  Each size runs one synthetic episode (``jobs-per-gpu`` jobs
 per GPU at ``load``, EvalStop's k = 2 rule), timed by process CPU around
-``Simulator.run``; sizes alternate in order (small to large, then large to small)
-``--reps`` times.  Printed per size: events, starts and preemptions per event, and
+``Simulator.run``; a smaller size runs its episode (a fresh simulator, the same seed)
+``largest // size`` times per round and is timed over all of them, so that every size
+is timed over about the same CPU (a 1,024-GPU episode alone takes ~0.1 s, where the
+scheduler's noise is a large part of a ratio).  Sizes alternate in order (small to
+large, then large to small) ``--reps`` times.  Printed per size: events, starts and preemptions per event, and
 microseconds per unit of work; then the ratio of the largest size's cost per unit to
 the smallest's (best runs and median of the per-round ratios).
 Target: <= 1.2x from 1,024 to 16,384 GPUs.
@@ -18,7 +21,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
 
 from evalstop_gym import KDeclineRule, SimConfig, Simulator
 
@@ -26,18 +33,20 @@ SIZES = (1024, 4096, 16384)
 TARGET = 1.2
 
 
-def measure(gpus: int, jobs_per_gpu: float, load: float) -> dict[str, float]:
-    """One episode on ``gpus`` GPUs: CPU seconds of its run and its work by kind."""
+def measure(gpus: int, jobs_per_gpu: float, load: float, times: int = 1) -> dict[str, float]:
+    """One episode on ``gpus`` GPUs run ``times`` times: CPU seconds of the runs, work by kind."""
     cfg = SimConfig(num_gpus=gpus, n_jobs=max(1, round(gpus * jobs_per_gpu)), load=load)
-    sim = Simulator(cfg, 0)
-    t0 = time.process_time()
-    m = sim.run(KDeclineRule(2))
-    seconds = time.process_time() - t0
+    seconds = 0.0
+    for _ in range(times):
+        sim = Simulator(cfg, 0)
+        t0 = time.process_time()
+        m = sim.run(KDeclineRule(2))
+        seconds += time.process_time() - t0
     preempt = sim.cluster_metrics()["preemptions"]
     starts = cfg.n_jobs + preempt  # every job starts once, and again after each preemption
     events = m["n_events"]
     return {
-        "seconds": seconds,
+        "seconds": seconds / times,
         "events": events,
         "starts": starts,
         "preemptions": preempt,
@@ -57,11 +66,13 @@ def main() -> None:
     order = list(args.sizes)
     for _ in range(args.reps):
         for g in order:
-            runs[g].append(measure(g, args.jobs_per_gpu, args.load))
+            times = max(1, max(args.sizes) // g)
+            runs[g].append(measure(g, args.jobs_per_gpu, args.load, times))
         order.reverse()
     print(
         f"synthetic workload, {args.jobs_per_gpu:g} jobs per GPU, load {args.load:g}, "
-        f"{args.reps} alternating reps (process CPU time of Simulator.run)"
+        f"{args.reps} alternating reps (process CPU time of Simulator.run; a smaller size "
+        "timed over largest/size runs of its episode)"
     )
     cost = {g: [r["seconds"] / r["units"] * 1e6 for r in rs] for g, rs in runs.items()}
     for g, rs in runs.items():

@@ -110,7 +110,13 @@ class PooledSimulator(Simulator):
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
         if self.preemptive:
             old = self._run_key[jid]
-            key = self._push_running(jid)
+            if self._lazy_running:
+                # Its key only shrank: the entry in its pool's heap keeps the older key
+                # until the victim search meets it at the root (see queues.py).
+                key = self._run_key[jid] = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
+                self._key_stale[jid] = True
+            else:
+                key = self._push_running(jid)
             # Stable before this checkpoint and only this job's key changed (see the base
             # class): a pass can change something only if the best waiting job now beats
             # it, and beat it not before (else the jobs keyed worse than the best waiting
@@ -227,6 +233,7 @@ class PooledSimulator(Simulator):
         """
         ver = self._run_ver[jid] = self._run_ver[jid] + 1
         key = self._run_key[jid] = self.scheduler.key(self._views[jid])  # type: ignore[arg-type]
+        self._key_stale[jid] = False  # the new entry holds the current key
         p = self._pool_of[jid]
         running = self._pool_running[p]
         heapq.heappush(running, (-key if type(key) is float else negate_key(key), jid, ver))
@@ -255,9 +262,12 @@ class PooledSimulator(Simulator):
         assert top is not None
         (wkey, wjid), need_gpus = top
         state, run_ver, gpus = self._state, self._run_ver, self._gpus
+        key_stale, run_key = self._key_stale, self._run_key
         for p in self._job_order(wjid):
             need = need_gpus - self._pool_free[p]
-            victims = take_victims(self._pool_running[p], wkey, need, state, run_ver, gpus)
+            victims = take_victims(
+                self._pool_running[p], wkey, need, state, run_ver, gpus, key_stale, run_key
+            )
             if victims:
                 for jid in victims:
                     self._preempt(jid)

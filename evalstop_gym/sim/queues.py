@@ -7,6 +7,16 @@
   ``(negated key, jid, version)``.  An entry is *stale* once its job stopped
   running or was pushed again (a newer version); stale entries stay until
   they reach the root or a compaction drops them.
+* With a scheduler whose running keys only shrink (``monotone_key``,
+  ``srtf-est``), a checkpoint does not push a new entry: the job's entry keeps
+  its older, larger key and the job is flagged in ``_key_stale``.  Every key in
+  the heap is then at least its job's key, so once the root holds its job's
+  key it is the worst running job (ties by job id, as before): the victim
+  search corrects the root in place until it does, and the read-only walk
+  checks the flagged jobs' keys.  Victims come in the same order as with an
+  entry per checkpoint, and the heap no longer grows by one entry per
+  checkpoint of every running job (what made a big cluster's runs slower per
+  unit of work: allocations, compactions and a deeper heap).
 * A scheduling pass starts waiting jobs in key order while they fit, then
   preempts the worst-keyed running jobs for the best waiting one if freeing
   strictly worse-keyed jobs makes room (ties never thrash).
@@ -58,12 +68,16 @@ def take_victims(
     state: list[int],
     run_ver: list[int],
     gpus: list[int],
+    key_stale: list[bool] | None = None,
+    run_key: list[Any] | None = None,
 ) -> list[int] | None:
     """Pop the running jobs keyed strictly worse than ``wkey``, worst first, until they free ``need``.
 
     Returns their ids (``[]`` when ``need <= 0``), or None when all of them
     would free fewer: then the popped live entries are pushed back (only the
-    stale ones met on the way are dropped).
+    stale ones met on the way are dropped).  With ``key_stale`` (and the jobs'
+    current keys ``run_key``), a flagged job's entry at the root is first
+    corrected to its current key (see the module docstring).
     """
     victims: list[RunEntry] = []
     freed = 0
@@ -72,6 +86,9 @@ def take_victims(
         jid = entry[1]
         if state[jid] != RUNNING or entry[2] != run_ver[jid]:
             heapq.heappop(running)  # stale entry
+            continue
+        if key_stale is not None and key_stale[jid]:
+            _correct_root(running, entry, key_stale, run_key)  # type: ignore[arg-type]
             continue
         # Preempt only for a strictly better key: ties never thrash.
         k = entry[0]
@@ -84,6 +101,16 @@ def take_victims(
             heapq.heappush(running, entry)
         return None
     return [entry[1] for entry in victims]
+
+
+def _correct_root(
+    running: list[RunEntry], entry: RunEntry, key_stale: list[bool], run_key: list[Any]
+) -> None:
+    """Give the root ``entry`` (live, flagged) its job's current key, keeping the heap a heap."""
+    jid = entry[1]
+    key_stale[jid] = False
+    key = run_key[jid]
+    heapq.heapreplace(running, (-key if type(key) is float else negate_key(key), jid, entry[2]))
 
 
 class JobQueues:
@@ -100,6 +127,7 @@ class JobQueues:
     _views: list[Any]
     _run_ver: list[int]
     _run_key: list[Any]
+    _key_stale: list[bool]
     _lean_passes: bool
     demoted: dict[int, Any]
     scheduler: Any
@@ -155,6 +183,7 @@ class JobQueues:
         """Record a running job's current key in the max-heap of running jobs; return the key."""
         ver = self._run_ver[jid] = self._run_ver[jid] + 1
         key = self._run_key[jid] = self.scheduler.key(self._views[jid])
+        self._key_stale[jid] = False  # the new entry holds the current key
         running = self._running
         heapq.heappush(running, (-key if type(key) is float else negate_key(key), jid, ver))
         if len(running) > self._compact_at:
@@ -191,7 +220,16 @@ class JobQueues:
         need = self._gpus[wjid] - self.free
         if self._lean_passes and need > 0 and not self._victims_suffice(wkey, need):
             return False
-        victims = take_victims(self._running, wkey, need, self._state, self._run_ver, self._gpus)
+        victims = take_victims(
+            self._running,
+            wkey,
+            need,
+            self._state,
+            self._run_ver,
+            self._gpus,
+            self._key_stale,
+            self._run_key,
+        )
         if victims is None:
             return False
         for jid in victims:
@@ -209,12 +247,20 @@ class JobQueues:
         unique); then the root alone decides when it is not worse or frees
         enough, else the read-only walk of :meth:`_worse_running_cover` does.
         """
-        running, state, run_ver = self._running, self._state, self._run_ver
+        running, state, run_ver, key_stale = (
+            self._running,
+            self._state,
+            self._run_ver,
+            self._key_stale,
+        )
         while running:
             entry = running[0]
             jid = entry[1]
             if state[jid] == RUNNING and entry[2] == run_ver[jid]:
-                break
+                if not key_stale[jid]:
+                    break
+                _correct_root(running, entry, key_stale, self._run_key)
+                continue
             heapq.heappop(running)  # stale entry
         else:
             return False
@@ -233,6 +279,7 @@ class JobQueues:
         already assume).
         """
         running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
+        key_stale, run_key = self._key_stale, self._run_key
         n = len(running)
         freed = 0
         stack = [0] if n else []
@@ -244,7 +291,12 @@ class JobQueues:
             if not wkey < (-k if type(k) is float else negate_key(k)):
                 continue  # neither it nor anything below it is worse
             jid = entry[1]
-            if state[jid] == RUNNING and entry[2] == run_ver[jid]:
+            # A flagged job's entry may be worse than the job now is (never better).
+            if (
+                state[jid] == RUNNING
+                and entry[2] == run_ver[jid]
+                and (not key_stale[jid] or wkey < run_key[jid])
+            ):
                 freed += gpus[jid]
                 if freed >= need:
                     return True

@@ -45,11 +45,20 @@ class Scheduler:
     #: Whether a waiting job with a better key may take GPUs from a running one.
     preemptive: ClassVar[bool] = False
 
+    #: Whether a running job's key never increases while it runs (from its start to its
+    #: preemption or end).  Then the engine leaves a running job's entry in its heap at
+    #: the old key when the key shrinks, and corrects the entry only when it reaches the
+    #: heap's root (see :mod:`evalstop_gym.sim.queues`).  A subclass that defines its own
+    #: ``key`` does not inherit it.
+    monotone_key: ClassVar[bool] = False
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Register every subclass that defines a ``name``."""
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
             SCHEDULERS[cls.name] = cls
+        if "key" in cls.__dict__ and "monotone_key" not in cls.__dict__:
+            cls.monotone_key = False
 
     #: How :meth:`pool_order` ranks the pools of a heterogeneous cluster: ``first-fit`` or
     #: ``fastest`` (``SimConfig(placement=...)`` sets it; see :mod:`evalstop_gym.sim.pools`).
@@ -100,6 +109,7 @@ class SrtfEst(Scheduler):
 
     name = "srtf-est"
     preemptive = True
+    monotone_key = True  # the work done only grows while a job runs
 
     def key(self, job: SchedulingView) -> Key:
         """Estimated remaining time, never below zero."""

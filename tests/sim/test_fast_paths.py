@@ -211,6 +211,7 @@ def _with_running_heap(entries, running, run_ver, gpus) -> Simulator:
     sim = Simulator(SimConfig(n_jobs=5), 0)
     sim._running, sim._run_ver, sim._gpus = list(entries), run_ver, gpus
     sim._state = [RUNNING if r else WAITING for r in running]
+    sim._key_stale = [False] * len(run_ver)  # every entry holds its job's key
     return sim
 
 
@@ -262,8 +263,13 @@ class _CountingPushBacks(_Counting):
         live_before = self._live_running()
         done = super()._preempt_for_best_waiting()
         if not done:
-            # A failed pass leaves the live entries; the plain one pops and pushes them back.
+            # A failed pass leaves the live entries (the plain one pops and pushes them
+            # back); on srtf-est it may have corrected a flagged entry's key to the job's.
             assert self._live_running() == live_before
+            for k, jid, ver in self._running:
+                live = self._state[jid] == RUNNING and ver == self._run_ver[jid]
+                if live and not self._key_stale[jid]:
+                    assert k == negate_key(self._run_key[jid])
         self.counts["failed_passes"] = self.counts.get("failed_passes", 0) + (not done)
         return done
 
@@ -275,8 +281,11 @@ class _CountingPushBacks(_Counting):
         return enough
 
     def _live_running(self) -> list:
+        """The live entries' (job, version): the jobs the running heap holds."""
         return sorted(
-            e for e in self._running if self._state[e[1]] == RUNNING and e[2] == self._run_ver[e[1]]
+            e[1:]
+            for e in self._running
+            if self._state[e[1]] == RUNNING and e[2] == self._run_ver[e[1]]
         )
 
 
