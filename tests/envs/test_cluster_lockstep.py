@@ -30,6 +30,7 @@ CASES: list[tuple[int, int, dict[str, Any]]] = [
     (5, 12, {"n_jobs": 40, "costs": "realistic", "reward_timing": "delayed"}),
     (6, 10, {"n_jobs": 24, "curves": str(corpus_path(TRL_CORPUS)), "obs_fields": ["kl"]}),
     (7, 5, {"n_jobs": 30, "scheduler": "tiresias", "reward": "system"}),
+    (8, 4, {"n_jobs": 30, "obs_fields": ("progress",)}),  # a single job field
 ]
 #: The cases whose observation has what the scripted policies read.
 SCRIPTED = [c for c in CASES if "obs_fields" not in c[2] or c[0] == 6]
@@ -144,3 +145,45 @@ def test_per_job_actions_on_hand_made_observations() -> None:
     assert len(seen) == len(rseen) > 0
     for o, ro in zip(seen, rseen):
         _same_obs(o, ro)
+
+
+def test_a_pickled_env_steps_on_as_the_reference() -> None:
+    """Mid-episode, a pickled copy (whose buffers' views are rebuilt) goes on like the original."""
+    import pickle
+
+    env = EvalStopClusterEnv(n_jobs=30, max_jobs=6)
+    reference = ref.ReferenceClusterEnv(n_jobs=30, max_jobs=6)
+    rng = np.random.default_rng(11)
+    env.reset(seed=9)
+    reference.reset(seed=9)
+    for _ in range(40):
+        a = rng.choice(3, size=6, p=[0.85, 0.1, 0.05]).astype(np.int64)
+        env.step(a)
+        reference.step(a)
+    env = pickle.loads(pickle.dumps(env))
+    done = False
+    while not done:
+        a = rng.choice(3, size=6, p=[0.85, 0.1, 0.05]).astype(np.int64)
+        obs, r, done, _, info = env.step(a)
+        robs, rr, rdone, _, rinfo = reference.step(a)
+        _same_obs(obs, robs)
+        _same_info(info, rinfo)
+        assert (r, done) == (rr, rdone)
+
+
+def test_action_masks_allow_every_action_only_on_deciding_slots() -> None:
+    env = EvalStopClusterEnv(n_jobs=30, max_jobs=5)
+    obs, _ = env.reset(seed=2)
+    rng = np.random.default_rng(2)
+    done = False
+    while not done:
+        mask = env.action_masks()
+        assert mask.shape == (15,) and mask.dtype == bool
+        k = int(obs["decide"].sum())
+        expected = np.zeros((5, 3), dtype=bool)
+        expected[:, 0] = True
+        expected[:k] = True
+        np.testing.assert_array_equal(mask, expected.reshape(-1))
+        mask[:] = False  # a mask handed out is the caller's
+        assert env.action_masks()[0]
+        obs, _, done, _, _ = env.step(rng.choice(2, size=5, p=[0.9, 0.1]).astype(np.int64))
