@@ -182,9 +182,9 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._forget()
 
     def __getstate__(self) -> dict[str, Any]:
-        # Views of the head are rebuilt on unpickling: pickled, they would become copies.
+        # The views written through are rebuilt on unpickling: pickled, they would be copies.
         state = self.__dict__.copy()
-        for name in ("_slots", "_gpus"):
+        for name in ("_slots", "_gpus", "_flat_rows"):
             state.pop(name, None)
         return state
 
@@ -348,17 +348,18 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         ckpts = list(map(sim.checkpoints_done, order))
         for s in range(1, k):
             ckpts[s] += 1
-        jobs, shown = self._slot_jobs, self._slot_ckpts
-        gpus = self._gpus
+        jobs, shown, gpus, gpus_of = self._slot_jobs, self._slot_ckpts, self._gpus, self._job_gpus
+        # A row written through a memoryview: a plain copy of D floats, no numpy indexing.
+        flat, width, row = self._flat_rows, self._rows.shape[1], core.row
         for slot, jid, ckpt, was_jid, was_ckpt in zip(range(m), order, ckpts, jobs, shown):
             if jid != was_jid:
-                gpus[slot] = self._job_gpus[jid]
+                gpus[slot] = gpus_of[jid]
                 jobs[slot] = jid
             elif ckpt == was_ckpt:
                 continue
             shown[slot] = ckpt
             if ckpt:
-                rows[slot] = core.row(jid, ckpt)
+                flat[slot * width : (slot + 1) * width] = row(jid, ckpt)
             else:
                 rows[slot] = 0.0
                 if self._type_col >= 0:
@@ -371,9 +372,10 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._views()
 
     def _bind(self) -> None:
-        """The views of the head the steps write through: the slot fields (5, N), gpus."""
+        """The views the steps write through: the slot fields (5, N), gpus, the rows as one vector."""
         self._slots = self._head[2:].reshape(len(SLOT_FIELDS), self.max_jobs)
         self._gpus = self._slots[4]
+        self._flat_rows = memoryview(self._rows.reshape(-1))
 
     def _forget(self) -> None:
         """Mark every slot empty (the arrays are zero): a new episode's rows differ."""
