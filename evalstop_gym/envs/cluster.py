@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, SupportsFloat
 
@@ -155,23 +156,41 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         #: Column of the job-type one-hot in a job's row (-1 without job_type).
         self._type_col = next((a for f, a, _ in core.layout.slices if f == "job_type"), -1)
         self._obs: dict[str, np.ndarray] | None = None
-        # The observation buffer the steps refill (see _observe), and its views.
-        self._rows_at = 2 + len(SLOT_FIELDS) * n
-        self._field_slices = list(core.layout.field_slices)
-        #: Where each cluster key lies in the buffer (free_gpus, queue_length, the slot fields).
-        self._cuts = [("free_gpus", 0, 1), ("queue_length", 1, 2)] + [
-            (f, 2 + i * n, 2 + (i + 1) * n) for i, f in enumerate(SLOT_FIELDS)
-        ]
-        self._cut_keys = [key for key, _, _ in self._cuts]
-        self._cut_slices = [slice(a, b) for _, a, b in self._cuts]
-        self._field_keys = [f for f, _ in self._field_slices]
-        self._field_index = [(slice(None), s) for _, s in self._field_slices]
+        # The observation the steps refill (see _observe): the two cluster numbers and
+        # the slot fields side by side in one vector, the jobs' rows in an (N, D) array.
+        self._head = np.zeros(2 + len(SLOT_FIELDS) * n, np.float32)
+        self._rows = np.zeros((n, core.layout.width), np.float32)
+        #: The observation's keys, in order: the cluster's, then the jobs' fields.
+        self._obs_keys = (
+            "free_gpus",
+            "queue_length",
+            *SLOT_FIELDS,
+            *(f for f, _ in core.layout.field_slices),
+        )
+        # One C call cuts each part into its keys' views: 12 views per step are the
+        # observation's main cost, and a Python loop over them would add to it.
+        self._head_views = operator.itemgetter(
+            slice(0, 1), slice(1, 2), *(slice(2 + i * n, 2 + (i + 1) * n) for i in range(5))
+        )
+        self._row_views = _getter_of_tuple([(slice(None), s) for _, s in core.layout.field_slices])
+        self._action_shape = (n,)
+        self._continue_only = np.zeros(3 * n, dtype=bool)
+        self._continue_only[::3] = True
         self._job_gpus: list[int] = []
         self._job_types: list[int] = []
-        # (One array, its parts cut out at each step: views kept as attributes would not
-        # survive pickling as views.)
-        self._buf = np.zeros(self._rows_at + n * core.layout.width, np.float32)
+        self._bind()
         self._forget()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The views written through are rebuilt on unpickling: pickled, they would be copies.
+        state = self.__dict__.copy()
+        for name in ("_slots", "_gpus", "_flat_rows"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._bind()
 
     # ----------------------------------------------------------------- gym API
     def reset(
@@ -185,7 +204,8 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         assert sim is not None
         self._epoch = sim.simultaneous_checkpoints()
         # A new episode: the rows of the last one's (job, checkpoint) pairs no longer hold.
-        self._buf[:] = 0.0
+        self._head[:] = 0.0
+        self._rows[:] = 0.0
         self._forget()
         self._job_gpus = sim.batch.gpus.tolist()
         self._job_types = sim.batch.job_type.tolist()
@@ -203,13 +223,20 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if not self._epoch:
             raise RuntimeError("step() called after the episode ended: call env.reset()")
         act = self._parse_action(action)
-        decisions = dict(zip(self._epoch[: self.max_jobs], act))
-        core, total, n = self.core, 0.0, 0
-        while core.jid is not None and core.jid in decisions:
-            a = decisions.pop(core.jid)
+        core, epoch = self.core, self._epoch
+        if len(epoch) == 1 and core.jid == epoch[0]:
+            # The usual epoch (continuous durations rarely coincide): one decision.
+            a = act[0]
             _, reward = core.step_row(a if a == 2 else a == 1)
-            total += reward
-            n += 1
+            total, n = 0.0 + reward, 1
+        else:
+            decisions = dict(zip(epoch[: self.max_jobs], act))
+            total, n = 0.0, 0
+            while core.jid is not None and core.jid in decisions:
+                a = decisions.pop(core.jid)
+                _, reward = core.step_row(a if a == 2 else a == 1)
+                total += reward
+                n += 1
         sim = core.sim
         assert sim is not None
         self._epoch = sim.simultaneous_checkpoints()
@@ -239,21 +266,21 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def action_masks(self) -> np.ndarray:
         """Flat (3 N,) bool: all three actions on deciding slots, only continue elsewhere."""
-        mask = np.zeros((self.max_jobs, 3), dtype=bool)
-        mask[:, 0] = True
-        mask[: min(len(self._epoch), self.max_jobs), 1:] = True
-        return mask.reshape(-1)
+        mask = self._continue_only.copy()
+        # The deciding slots come first: their three actions are one prefix of the mask.
+        mask[: 3 * min(len(self._epoch), self.max_jobs)] = True
+        return mask
 
     # -------------------------------------------------------------- internals
     def _parse_action(self, action: Any) -> list[int]:
         """The action as N ints in {0, 1, 2} (a list: the step reads a few), or ValueError."""
-        arr = np.asarray(action)
-        if arr.shape != (self.max_jobs,) or arr.dtype.kind not in "iu":
+        arr = action if type(action) is np.ndarray else np.asarray(action)
+        if arr.shape != self._action_shape or arr.dtype.kind not in "iu":
             raise ValueError(
                 f"action={shown(action)} is not allowed: an integer array of shape ({self.max_jobs},)"
             )
         values = arr.tolist()
-        if values and (min(values) < 0 or max(values) > 2):
+        if not _ACTIONS.issuperset(values):
             raise ValueError(
                 f"action={shown(action)} is not allowed: per slot 0 (continue), 1 (stop), "
                 "2 (deprioritise)"
@@ -263,20 +290,22 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def _observe(self) -> dict[str, np.ndarray]:
         """The observation of the cluster now (zeros once the episode is over).
 
-        The env keeps the observation in one buffer (the two cluster numbers, the slot
-        fields (5, N), the jobs' rows (N, row width)) and refills only what changed
-        since the last step: a slot's row is rewritten when another job or checkpoint
-        moved into it. The observation handed out is a copy of that buffer (observations
-        kept by the caller never change), each key a view of it.
+        The env keeps the observation (the two cluster numbers and the slot fields
+        (5, N) in one vector, the jobs' rows (N, row width) in another) and refills
+        only what changed since the last step: a slot's row is rewritten when another
+        job or checkpoint moved into it. The observation handed out is made of copies
+        of the two, each key a view of one of them (observations kept by the caller
+        never change).
         """
         core, n = self.core, self.max_jobs
         sim = core.sim
         assert sim is not None
-        buf = self._buf
+        head, rows = self._head, self._rows
         if core.jid is None:
-            buf[:] = 0.0
+            head[:] = 0.0
+            rows[:] = 0.0
             self._forget()
-            return self._views(buf.copy())
+            return self._views()
         running, waiting = sim.jobs_in_system()
         epoch = self._epoch
         order = None
@@ -293,9 +322,10 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             order = [*epoch, *[j for j in running if j not in deciding], *waiting]
         del order[n:]
         m, k = len(order), min(len(epoch), n)
-        slots = buf[2 : self._rows_at].reshape(len(SLOT_FIELDS), n)
-        rows = buf[self._rows_at :].reshape(n, -1)
-        buf[0], buf[1] = sim.free, len(waiting)
+        slots = self._slots
+        cluster = (sim.free, len(waiting))
+        if cluster != self._cluster_shown:  # the two numbers change only at starts and ends
+            head[0], head[1] = self._cluster_shown = cluster
         # present, decide, running: each a prefix of ones (deciding jobs run, and come first)
         counts = (m, k, min(len(running), m))
         if counts != self._counts:
@@ -312,49 +342,55 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         elif self._demoted_shown:
             slots[3] = 0.0
             self._demoted_shown = False
-        keys, done, type_col = self._keys, sim.checkpoints_done, self._type_col
-        gpus_of, type_of, gpus = self._job_gpus, self._job_types, slots[4]
-        # A slot's key is (job, checkpoints shown); only slots whose key changed are
+        # A slot shows (job, checkpoints); only slots where either changed are
         # rewritten.  The epoch's other jobs report their checkpoint at this very
         # instant (the engine pops their events one decision at a time): one more.
-        if k <= 1:
-            new = [(jid << 20) | done(jid) for jid in order]
-        else:
-            new = [(jid << 20) | (done(jid) + (0 < s < k)) for s, jid in enumerate(order)]
-        changed = [s for s, (was, key) in enumerate(zip(keys, new)) if was != key]
-        for slot in changed:
-            key = new[slot]
-            jid, ckpt = key >> 20, key & 0xFFFFF
-            if keys[slot] >> 20 != jid:
+        ckpts = list(map(sim.checkpoints_done, order))
+        for s in range(1, k):
+            ckpts[s] += 1
+        jobs, shown, gpus, gpus_of = self._slot_jobs, self._slot_ckpts, self._gpus, self._job_gpus
+        # A row written through a memoryview: a plain copy of D floats, no numpy indexing.
+        flat, width, row = self._flat_rows, self._rows.shape[1], core.row
+        for slot, jid, ckpt, was_jid, was_ckpt in zip(range(m), order, ckpts, jobs, shown):
+            if jid != was_jid:
                 gpus[slot] = gpus_of[jid]
-            keys[slot] = key
+                jobs[slot] = jid
+            elif ckpt == was_ckpt:
+                continue
+            shown[slot] = ckpt
             if ckpt:
-                rows[slot] = core.row(jid, ckpt)
+                flat[slot * width : (slot + 1) * width] = row(jid, ckpt)
             else:
                 rows[slot] = 0.0
-                if type_col >= 0:
-                    rows[slot, type_col + type_of[jid]] = 1.0
+                if self._type_col >= 0:
+                    rows[slot, self._type_col + self._job_types[jid]] = 1.0
         if self._shown > m:
             rows[m : self._shown] = 0.0
             gpus[m : self._shown] = 0.0
-            keys[m : self._shown] = [-1] * (self._shown - m)
+            jobs[m : self._shown] = [-1] * (self._shown - m)
         self._shown = m
-        return self._views(buf.copy())
+        return self._views()
+
+    def _bind(self) -> None:
+        """The views the steps write through: the slot fields (5, N), gpus, the rows as one vector."""
+        self._slots = self._head[2:].reshape(len(SLOT_FIELDS), self.max_jobs)
+        self._gpus = self._slots[4]
+        self._flat_rows = memoryview(self._rows.reshape(-1))
 
     def _forget(self) -> None:
-        """Mark every slot empty (the buffer is zero): a new episode's rows differ."""
+        """Mark every slot empty (the arrays are zero): a new episode's rows differ."""
         n = self.max_jobs
-        self._keys = [-1] * n
+        self._slot_jobs = [-1] * n
+        self._slot_ckpts = [0] * n
         self._counts = (0, 0, 0)
+        self._cluster_shown = (0, 0)
         self._shown = 0
         self._demoted_shown = False
 
-    def _views(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        """The observation dict over a flat buffer laid out as ``self._buf``."""
-        obs = dict(zip(self._cut_keys, map(flat.__getitem__, self._cut_slices)))
-        rows = flat[self._rows_at :].reshape(self.max_jobs, -1)
-        obs.update(zip(self._field_keys, map(rows.__getitem__, self._field_index)))
-        self._obs = obs
+    def _views(self) -> dict[str, np.ndarray]:
+        """The observation dict: every key a view of a fresh copy of the head or the rows."""
+        parts = self._head_views(self._head.copy()) + self._row_views(self._rows.copy())
+        obs = self._obs = dict(zip(self._obs_keys, parts))
         return obs
 
     def _info(self, n_decided: int) -> dict[str, Any]:
@@ -375,13 +411,39 @@ def per_job_actions(
     ``EvalStop-v0`` fields (exactly the observation ``EvalStop-v0`` shows for
     the job), so scripted policies run unchanged: ``per_job_actions(obs, policy.act)``.
     """
-    decide = obs["decide"]
-    out = np.zeros(len(decide), dtype=np.int64)
-    fields = _job_fields(tuple(obs))
-    columns = [obs[f] for f in fields]
-    for slot in [s for s, d in enumerate(decide.tolist()) if d > 0.5]:
-        out[slot] = int(act(dict(zip(fields, [c[slot] for c in columns]))))
+    values = obs["decide"].tolist()
+    out = np.zeros(len(values), dtype=np.int64)
+    ones = values.count(1.0)
+    if ones + values.count(0.0) == len(values):
+        # Only zeros and ones (the env's own observations): the ones found by C scans.
+        deciding, slot = [], -1
+        for _ in range(ones):
+            slot = values.index(1.0, slot + 1)
+            deciding.append(slot)
+    else:
+        deciding = [s for s, d in enumerate(values) if d > 0.5]
+    if deciding:
+        fields = _job_fields(tuple(obs))
+        columns = [obs[f] for f in fields]
+        for slot in deciding:
+            out[slot] = int(act(dict(zip(fields, map(operator.itemgetter(slot), columns)))))
     return out
+
+
+#: The actions a slot may take (an integer action array's values are checked against it).
+_ACTIONS = frozenset((0, 1, 2))
+
+
+def _getter_of_tuple(items: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """``obj -> (obj[i] for i in items)`` as a tuple, even for one item (``itemgetter``'s is bare)."""
+    if len(items) == 1:
+        return functools.partial(_one_item, items[0])  # (a partial pickles with the env)
+    return operator.itemgetter(*items)
+
+
+def _one_item(index: Any, obj: Any) -> tuple[Any]:
+    """``(obj[index],)``."""
+    return (obj[index],)
 
 
 @functools.lru_cache(maxsize=64)
