@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from evalstop_gym.errors import ConfigError
+
 from ..plan import Experiment, Plan, ReproduceOptions
 
 #: The offered loads of the comparison.
@@ -72,8 +74,15 @@ def critical_multiplier(bayes: Any, job_type: int, evals: np.ndarray) -> float:
     the same with the noise-free bound first).  Each test is linear in m, so the
     flip point is ``max_j gain_j / (c j)``; the decision is the first test's or the
     second's, so the job stops from the smaller of the two.  Infinite at the last
-    checkpoint (no decision there).
+    checkpoint (no decision there).  Only for a family whose look-ahead weighs fixed
+    ends (the published regimes'): a probing policy's value is not linear in m.
     """
+    if bayes._families[job_type].probe:
+        raise ConfigError(
+            "bayes",
+            repr(bayes),
+            "a Bayes stopper whose family does not probe (paper, realistic, hard)",
+        )
     evals = np.asarray(evals, dtype=float)
     n = len(evals)
     if n >= bayes.k:

@@ -73,3 +73,12 @@ def test_fit_and_compare_make_the_table(tmp_path):
     assert bayes["score"] == pytest.approx(1.0) and bayes["j_vs_bayes"] == 0.0
     lines = cl.section(rows)
     assert lines[0].startswith("## E13") and sum(x.startswith("| 1.3 |") for x in lines) == 6
+
+
+def test_critical_multiplier_refuses_a_probing_family():
+    """The flip point is linear in the price only for fixed ends; the grounded family probes."""
+    from evalstop_gym.errors import ConfigError
+    from evalstop_gym.sim.workloads import RLHF
+
+    with pytest.raises(ConfigError, match="does not probe"):
+        cl.critical_multiplier(BayesStopper.for_task("grounded-0.05"), RLHF, np.array([0.3, 0.32]))
