@@ -55,15 +55,6 @@ def _seed(field: str, value: Any) -> int | None:
     return int(value)
 
 
-def _info_array(value: Any, n: int) -> np.ndarray:
-    """The array ``VectorEnv._add_info`` starts for a key whose first value is ``value``."""
-    if type(value) in (int, float, bool) or issubclass(type(value), np.number):
-        return np.zeros(n, dtype=type(value))
-    if isinstance(value, np.ndarray):
-        return np.zeros((n, *value.shape), dtype=value.dtype)
-    return np.full(n, fill_value=None, dtype=object)
-
-
 class EvalStopVectorEnv(VectorEnv):
     """N ``EvalStop-v0`` episodes stepped as one batch (see the module docstring).
 
@@ -256,34 +247,16 @@ class EvalStopVectorEnv(VectorEnv):
     def _end_infos(self, ended: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
         """The step's ``info`` for the episodes that ended, in Gymnasium's vector-info layout.
 
-        What ``VectorEnv._add_info`` builds from each ended sub-environment's
-        ``{"episode_metrics": ...}`` (under ``final_info``, with ``final_obs``, in
-        same-step mode), with one array per key for the whole step.
+        ``VectorEnv._add_info`` of each ended sub-environment's ``{"episode_metrics": ...}``
+        (under ``final_info``, with ``final_obs``, in same-step mode).
         """
-        n = self.num_envs
-        mask = np.zeros(n, dtype=np.bool_)
-        mask[[i for i, _ in ended]] = True
-        metrics: dict[str, Any] = {}
-        for i, m in ended:
-            for key, value in m.items():
-                array = metrics.get(key)
-                if array is None:
-                    array = metrics[key] = _info_array(value, n)
-                    metrics[f"_{key}"] = np.zeros(n, dtype=np.bool_)
-                array[i] = value
-                metrics[f"_{key}"][i] = True
-        info: dict[str, Any] = {"episode_metrics": metrics, "_episode_metrics": mask}
-        if not self.same_step:
-            return info
-        final = np.full(n, fill_value=None, dtype=object)
-        for i, _ in ended:
-            final[i] = self._single(self._zero_row.copy())
-        return {
-            "final_obs": final,
-            "_final_obs": mask.copy(),
-            "final_info": info,
-            "_final_info": mask.copy(),
-        }
+        infos: dict[str, Any] = {}
+        for i, metrics in ended:
+            info: dict[str, Any] = {"episode_metrics": metrics}
+            if self.same_step:
+                info = {"final_obs": self._single(self._zero_row.copy()), "final_info": info}
+            infos = self._add_info(infos, info, i)
+        return infos
 
     def _batch(self, rows: list[np.ndarray]) -> Any:
         """The batch observation of the rows: a Box, or a dict of column views (per ``flatten``)."""
