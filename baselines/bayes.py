@@ -482,11 +482,7 @@ class BayesStopper:
             expected = w @ value - ramp
             return bool(expected[1:].max() <= expected[0])
         q, y = self._delivered_paths(mean, b, float(evals[b]), n)
-        value = np.empty((mean.shape[0], self.k - n + 1))
-        value[:, 0] = mean[:, b]
-        value[:, 1:] = q.sum(axis=2).T
-        value[:, 1:] /= FUTURES
-        expected = w @ value - ramp
+        expected = w @ self._expected_delivered(q, mean, b) - ramp
         if expected[1:].max() > expected[0]:
             return False
         return bool(self._probe_value(w, q, y, ramp) <= expected[0])
@@ -527,9 +523,14 @@ class BayesStopper:
         simulated (common standard-normal draws, the task's sigma) around each
         hypothesis's mean curve; the true score of a checkpoint is its mean.
         """
-        f, h = self.k - n, mean.shape[0]
         q, _ = self._delivered_paths(mean, b, y_best, n)
-        out = np.empty((h, f + 1))
+        return self._expected_delivered(q, mean, b)
+
+    def _expected_delivered(self, q: np.ndarray, mean: np.ndarray, b: int) -> np.ndarray:
+        """(h, f + 1): the simulated futures' delivered score ``q`` averaged over the draws,
+        after the score of stopping now (checkpoint b's mean).
+        """
+        out = np.empty((mean.shape[0], q.shape[0] + 1))
         out[:, 0] = mean[:, b]
         out[:, 1:] = q.sum(axis=2).T
         out[:, 1:] /= FUTURES
