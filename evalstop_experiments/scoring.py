@@ -1015,12 +1015,14 @@ def resolve_seeds(seeds: Iterable[int] | str) -> list[int]:
 
 @dataclass(frozen=True)
 class _Given:
-    """A factory that hands out the one policy object it was given."""
+    """A factory that hands out the one policy object it was given, told the task
+    (:func:`baselines.binding.for_task`: a model that reads the task's noise and price
+    is told each task's and each price's, as a spec's model is)."""
 
     policy: Policy
 
     def __call__(self, task: str, kw: dict[str, Any]) -> Policy:
-        return self.policy
+        return for_task(self.policy, kw)
 
 
 def _nanmean(values: Sequence[float]) -> float:

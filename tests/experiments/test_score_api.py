@@ -87,6 +87,27 @@ def test_score_is_the_suites_own_row() -> None:
     assert mine.metrics == row.metrics
 
 
+def test_a_given_model_is_told_each_task_and_price_as_a_spec_is() -> None:
+    """An object that reads the task's settings is bound at every price, not left at its
+    training defaults."""
+    from baselines.backward import BackwardStopper
+
+    model = BackwardStopper.pretrained("general")
+    told = []
+    bind = model.bind_task
+
+    def recording(kw, price_factor=1.0):
+        told.append(kw["gpu_hour_price"])
+        return bind(kw, price_factor)
+
+    model.bind_task = recording  # type: ignore[method-assign]
+    given = score(model, "hard-0.12", seeds=range(1), n_jobs=10, prices=(0.5, 2.0))
+    spec = score("pretrained:general", "hard-0.12", seeds=range(1), n_jobs=10, prices=(0.5, 2.0))
+    base = scoring.env_kwargs("hard-0.12", 1.0, 10, None)["gpu_hour_price"]
+    assert told == [pytest.approx(0.5 * base), pytest.approx(2.0 * base)]
+    assert [r.score for r in given] == [r.score for r in spec]
+
+
 def test_corpus_tasks_are_scored_against_the_oracle() -> None:
     row = score(EvalStop(2), "trl-gao", seeds=range(2), n_jobs=10)[0]
     assert row.reference is scoring.Reference.ORACLE and row.as_dict()["reference"] == "Oracle"
