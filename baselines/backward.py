@@ -556,6 +556,30 @@ def _check_model(a: dict[str, np.ndarray], meta: Any, bad: str) -> None:
         raise ModelFileError(f"{bad}: a tree deeper than {MAX_DEPTH}")
 
 
+def settings_for_task(kw: Mapping[str, Any], price_factor: float = 1.0) -> dict[str, float]:
+    """The settings (:data:`SETTINGS`) a model is told of the task of env kwargs ``kw``.
+
+    The task's eval noise and its GPU-hour price times ``price_factor``.  On real runs
+    (``curves``) a measured eval carries noise of its own: at least the Bayes stopper's
+    floor for one (:data:`baselines.bayes.REAL_CURVE_NOISE`) and, on a held-out task,
+    the median measured eval sd of its train runs (the figure the suite's scoring tells
+    both Bayes stoppers there; a test run's own is never read).
+    """
+    from evalstop_gym.envs.config import EvalStopConfig
+    from evalstop_gym.sim.real_curves import corpus_eval_noise
+    from evalstop_gym.suite import is_heldout
+
+    from .bayes import REAL_CURVE_NOISE
+
+    config = EvalStopConfig.from_kwargs(**kw)
+    noise = float(config.sim_config.eval_noise or 0.0)
+    if config.sim_config.curves is not None:
+        noise = max(noise, REAL_CURVE_NOISE)
+        if is_heldout(kw):
+            noise = max(noise, corpus_eval_noise(kw["curves"], "train"))
+    return {"eval_noise": noise, "gpu_hour_price": float(config.gpu_hour_price) * price_factor}
+
+
 # ---------------------------------------------------------------------------------------
 # The stopper
 
@@ -625,24 +649,10 @@ class BackwardStopper:
     def bind_task(self, kw: Mapping[str, Any], price_factor: float = 1.0) -> BackwardStopper:
         """Read the task settings from env kwargs (``evalstop_gym.suite_task``'s); returns self.
 
-        On real runs (``curves``) the noise is at least the Bayes stopper's assumption for
-        a measured eval (:data:`baselines.bayes.REAL_CURVE_NOISE`).
+        What it is told is :func:`settings_for_task`'s: on real runs the noise of a
+        measured eval, as the Bayes stopper is told it.
         """
-        from evalstop_gym.envs.config import EvalStopConfig
-
-        from .bayes import REAL_CURVE_NOISE
-
-        config = EvalStopConfig.from_kwargs(**kw)
-        noise = float(config.sim_config.eval_noise or 0.0)
-        if config.sim_config.curves is not None:
-            # A measured eval carries noise of its own: the floor the Bayes stopper assumes.
-            noise = max(noise, REAL_CURVE_NOISE)
-        self.set_settings(
-            {
-                "eval_noise": noise,
-                "gpu_hour_price": float(config.gpu_hour_price) * price_factor,
-            }
-        )
+        self.set_settings(settings_for_task(kw, price_factor))
         return self
 
     @classmethod

@@ -898,13 +898,10 @@ def cell_kwargs(task: str, factor: float, quick: bool = False) -> dict[str, Any]
 
 def model_settings(kw: dict[str, Any]) -> dict[str, float]:
     """What a backward-induction model is told of a task: its noise (real runs: the noise
-    the Bayes stopper assumes for a measured eval) and its price."""
-    from baselines.bayes import REAL_CURVE_NOISE
+    of a measured eval, :func:`baselines.backward.settings_for_task`) and its price."""
+    from baselines.backward import settings_for_task
 
-    s = task_settings(kw)
-    if kw.get("curves"):
-        s["eval_noise"] = max(s["eval_noise"], REAL_CURVE_NOISE)
-    return s
+    return settings_for_task(kw)
 
 
 def reference_runs(
@@ -922,24 +919,30 @@ def reference_runs(
     from baselines.bayes import BayesStopper
     from baselines.evaluate import play_episode
     from baselines.policies import NoStop
+    from evalstop_gym.suite import is_heldout
 
     key = json.dumps({k: v for k, v in sorted(kw.items())}, default=str)
     store = cache.setdefault(key, {}) if cache is not None else {}
     real = reference_for(kw).value == "Oracle"
+    heldout = is_heldout(kw)
     for s in seeds:
-        if str(s) in store:
+        if str(s) in store and (not heldout or "tref" in store[str(s)]):
             continue
         row0, rec = play_episode(NoStop(), int(s), kw)
         ref = reference_stopper(kw)
+        played = play(kw, int(s), ref.policy, job_terms=kw if heldout else None)
         entry = {
             "u0": row0["utility"],
-            "uref": play(kw, int(s), ref.policy)["utility"],
+            "uref": played["utility"],
             "hacking": rec.hacking.astype(int).tolist(),
             "peak": np.asarray(rec.peak_progress, dtype=float).tolist(),
             "job_type": rec.job_type.astype(int).tolist(),
         }
         if real:
             entry["ubayes"] = play(kw, int(s), BayesStopper.from_env_kwargs(kw))["utility"]
+        if heldout:
+            # Each job's utility term: a held-out task's CIs resample its test runs.
+            entry["tref"] = np.asarray(played["job_terms"], dtype=float).tolist()
         store[str(s)] = entry
     return {str(s): store[str(s)] for s in seeds}
 
@@ -978,8 +981,18 @@ def lsm_cell_rows(
     import numpy as np
 
     from baselines.floors import utilities
+    from evalstop_gym.suite import is_heldout
 
-    from ..scoring import VALIDATION_SEEDS, best_floor, episode_arrays, tune_floors
+    from ..scoring import (
+        VALIDATION_SEEDS,
+        best_floor,
+        episode_arrays,
+        episode_job_runs,
+        run_bootstrap_diff,
+        run_bootstrap_score,
+        tune_floors,
+        unit_sums,
+    )
 
     kw = cell_kwargs(task, factor, quick)
     if kw is None:
@@ -992,6 +1005,8 @@ def lsm_cell_rows(
     settings = model_settings(kw)
     diffs: dict[str, list[float]] = {}
     where: dict[str, tuple[list[float], int, int]] = {}
+    # Held-out real runs: CIs over the test runs, from each job's utility term.
+    terms: dict[str, list[np.ndarray]] | None = {} if is_heldout(kw) else None
     for s in seeds:
         ep = episode_arrays(kw, int(s))
         k = ep.arrays.k
@@ -1000,7 +1015,16 @@ def lsm_cell_rows(
         for name, st in stoppers.items():
             st.set_settings(settings)
             ends[name] = st.ends(ep.arrays)
+        if terms is not None:
+            ends["NoStop"] = np.full(ep.values.shape[0], k)
         for name, e in ends.items():
+            if terms is not None:
+                e = np.asarray(e)
+                terms.setdefault(name, []).append(
+                    ep.values[np.arange(len(e)), e - 1] - ep.values[:, 0]
+                )
+            if name == "NoStop":
+                continue
             u = float(utilities(np.asarray(e)[None, :], ep.values)[0])
             diffs.setdefault(name, []).append(u - base)
             a, h, n = _positions(e, k, refs[str(s)])
@@ -1011,10 +1035,18 @@ def lsm_cell_rows(
     extra = {}
     if "ubayes" in refs[str(seeds[0])]:
         extra["Bayes"] = np.array([refs[str(s)]["ubayes"] for s in seeds])
+    units = None
+    if terms is not None:
+        groups = [episode_job_runs(kw, int(s)) for s in seeds]
+        units = {name: unit_sums(groups, t) for name, t in terms.items()}
+        unit_ref = unit_sums(groups, [np.asarray(refs[str(s)]["tref"]) for s in seeds])
     for name in list(diffs) + list(extra):
         u = extra[name] if name in extra else u0 + np.array(diffs[name])
         sc = normalised_score(u, u0, uref)
         vs = paired_diff_ci(u, u_floor)
+        if units is not None and name in units:
+            sc = (sc[0], *run_bootstrap_score(units[name], units["NoStop"], unit_ref)[1:])
+            vs = (vs[0], *run_bootstrap_diff(units[name], units["Best floor"], len(seeds)))
         after, stopped, healthy = where.get(name, ([], 0, 0))
         rows.append(
             {

@@ -162,6 +162,25 @@ def test_settings_are_checked_and_bound_from_env_kwargs(model: BackwardModel) ->
         st.set_settings({"hack_fraction": 0.5})
 
 
+def test_a_heldout_task_tells_the_measured_noise_of_its_train_runs(model: BackwardModel) -> None:
+    """What both Bayes stoppers are told there; a recorded replay keeps Bayes's floor."""
+    from baselines.backward import settings_for_task
+    from baselines.bayes import REAL_CURVE_NOISE
+    from evalstop_gym.sim.real_curves import corpus_eval_noise
+    from evalstop_gym.suite import suite_task
+
+    kw = suite_task("trl-heldout")
+    measured = corpus_eval_noise(kw["curves"], "train")
+    assert measured > REAL_CURVE_NOISE
+    assert settings_for_task(kw)["eval_noise"] == measured
+    assert BackwardStopper(model).bind_task(kw).settings["eval_noise"] == measured
+    assert settings_for_task(suite_task("trl-gao"))["eval_noise"] == REAL_CURVE_NOISE
+    assert settings_for_task(_kw("hard-0.12"), 0.5) == {
+        "eval_noise": 0.12,
+        "gpu_hour_price": pytest.approx(0.5 * _kw("hard-0.12")["gpu_hour_price"]),
+    }
+
+
 def test_shipped_general_model_matches_its_pinned_hash_and_plays() -> None:
     if not backward.PRETRAINED:
         pytest.skip("no backward-induction model shipped")

@@ -4,6 +4,7 @@ where the stopper stops; a reference without a significant gain shows n/a."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from evalstop_experiments.experiments import generalisation as e9
 
@@ -48,3 +49,22 @@ def test_positions_count_hacking_runs_after_their_peak_and_healthy_stops() -> No
     entry = {"hacking": [1, 0, 0, 1], "peak": [0.5, 1.0, 1.0, 0.4], "job_type": [2, 2, 2, 0]}
     after, stopped, healthy = e9._positions(np.array([6, 10, 8, 10]), 10, entry)
     assert after == [0.09999999999999998] and (stopped, healthy) == (1, 2)
+
+
+@pytest.mark.slow
+def test_a_heldout_cell_is_scored_over_runs_as_the_suite_scores_it() -> None:
+    """E9's held-out column: the suite's score and its bootstrap over test runs, not seeds."""
+    from baselines.backward import BackwardStopper
+    from evalstop_experiments.scoring import score
+
+    seeds = [0, 1]
+    model = BackwardStopper.pretrained("general")
+    rows = e9.lsm_cell_rows({"lsm[general]": model}, "trl-heldout", 1.0, seeds)
+    mine = next(r for r in rows if r["stopper"] == "lsm[general]")
+    suite = score(BackwardStopper.pretrained("general"), "trl-heldout", seeds=seeds)[0]
+    assert mine["reference"] == suite.reference.value
+    assert (mine["score"], mine["score_lo"], mine["score_hi"]) == pytest.approx(
+        (suite.score, suite.score_lo, suite.score_hi)
+    )
+    floor = next(r for r in rows if r["stopper"].startswith("Best floor"))
+    assert floor["minus_floor"] == 0.0 and floor["minus_floor_lo"] == floor["minus_floor_hi"] == 0.0
