@@ -177,7 +177,7 @@ MAX_DEPTH = 64
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
 #: SHA-256 of each shipped backward-induction model (``<name>.npz``), pinned in the code.
 PRETRAINED: dict[str, str] = {
-    "general": "d9589a1b9fe01f8986a3f09ffff5214b1eea785826e228b746c37cebf44a35b7",
+    "general": "182f374980759d237857392da781456650d9d63406c833fce25278d01ab58be4",
 }
 
 
