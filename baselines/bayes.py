@@ -584,7 +584,7 @@ class BayesStopper:
         )
         stop_now = w @ cols[0]
         mean_b = cols[0][:, None]
-        w_draws = np.repeat(w, FUTURES)  # (h * FUTURES,): the weight of each simulated future
+        w_draws = w.repeat(FUTURES)  # (h * FUTURES,): the weight of each simulated future
         best: Any = y_best
         q = None
         for j in range(steps):
