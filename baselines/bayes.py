@@ -547,7 +547,7 @@ class BayesStopper:
         expected = w @ self._expected_delivered(q, mean, b) - ramp
         if expected[1:].max() > expected[0]:
             return False
-        return bool(self._probe_value(w, q, y, ramp) <= expected[0])
+        return bool(self._probe_value(w, q, y, ramp, beat=expected[0]) <= expected[0])
 
     def _goes_on(
         self,
@@ -608,7 +608,14 @@ class BayesStopper:
                 best = np.maximum(best, y, out=y)  # y is not needed after this step
         return False
 
-    def _probe_value(self, w: np.ndarray, q: np.ndarray, y: np.ndarray, ramp: np.ndarray) -> float:
+    def _probe_value(
+        self,
+        w: np.ndarray,
+        q: np.ndarray,
+        y: np.ndarray,
+        ramp: np.ndarray,
+        beat: float = np.inf,
+    ) -> float:
         """The best expected utility of a probing policy on the simulated futures.
 
         A probing policy runs j more checkpoints, then goes on (to its best end m > j)
@@ -619,6 +626,8 @@ class BayesStopper:
         miss when the next evals tell a run that gains late from one that does not
         (the value of information).  ``q`` (f, h, FUTURES): true score delivered after
         each future eval on each simulated future; ``y`` (f, FUTURES, h): its evals.
+        Returns as soon as a probing policy's value exceeds ``beat`` (that value: the
+        decision only asks whether the best one does).
         """
         f, h, s = q.shape
         val = (q - ramp[1:, None, None]).reshape(f, h * s)  # ending after future eval j
@@ -635,6 +644,8 @@ class BayesStopper:
             go_w = go * path_w
             value = (go_w @ val[j:].T).max(axis=1) + (path_w - go_w) @ val[j - 1]
             best = max(best, float(value.max()))
+            if best > beat:
+                break
         return best
 
     def _delivered(self, mean: np.ndarray, b: int, y_best: float, n: int) -> np.ndarray:
