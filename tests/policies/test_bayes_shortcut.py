@@ -40,7 +40,7 @@ def without_shortcut(stopper: BayesStopper) -> BayesStopper:
 FULL = {key: without_shortcut(s) for key, s in STOPPERS.items()}
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     key=st.sampled_from(sorted(STOPPERS)),
     data=st.data(),
