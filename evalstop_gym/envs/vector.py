@@ -265,7 +265,7 @@ class EvalStopVectorEnv(VectorEnv):
                 continue
             row, reward = step(stop)
             add_reward(reward)
-            if (row if shared else row is not None):
+            if row if shared else row is not None:
                 append(row)
             else:
                 append(self._end(i, ended))
