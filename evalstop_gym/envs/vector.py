@@ -4,10 +4,14 @@
 builds :class:`EvalStopVectorEnv`.  Where Gymnasium's ``SyncVectorEnv`` steps N
 wrapped environments and stacks N observation dicts, this one drives the
 :class:`~evalstop_gym.envs.core.EpisodeCore` of N
-:class:`~evalstop_gym.envs.EvalStopEnv` directly and writes each one's
-tabulated observation row into one (N, D) float32 array (one C call a step:
-``bytearray.join`` of the contiguous rows); the batch observation is that
-array, or a dict of column views of it.
+:class:`~evalstop_gym.envs.EvalStopEnv` directly.  Each episode's observation
+rows are tabulated at its reset into its slot of one table shared by the N
+sub-environments (:class:`~evalstop_gym.envs.tables.SharedRows`); a step
+collects each core's key of its next row and gathers the N rows in one
+``take`` into an (N, D) float32 array.  The batch observation is that array,
+or a dict of column views of it.  A trace replay (episodes of varying
+length, up to the whole trace) keeps each core's own tables instead, joined
+into the array with one ``bytearray.join`` of the rows.
 
 Episodes, rewards and observations are exactly those of N single envs seeded
 ``seed, seed + 1, ...`` (tested).  Autoreset follows Gymnasium's default,
