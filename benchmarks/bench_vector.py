@@ -15,15 +15,16 @@ the other rows print without one.  Timing: see benchmarks/timing.py.
 Beside each native row, where its CPU goes: the share spent in the garbage
 collector (``gc.callbacks``, process CPU between a collection's start and
 stop) and in episode ends and resets (the sub-environments'
-``info_metrics`` and ``reset_row``, timed by a wrapper around each call:
-the simulator's construction is most of a reset).
+``info_metrics``, and ``reset_sim`` and ``tabulate`` (``reset_row`` without
+the shared rows), timed by a wrapper around each call: the simulator's
+construction is most of a reset).
 
 ``--play native|cartpole`` only plays ``--steps`` batch steps of one of them
 (``--actions constant|random``), untimed: run under cachegrind, the
 difference between ``--steps S`` and ``--steps 0`` over S x N is the
 instructions per env-step, a count that does not move with the machine's load.
 ``--play native-core`` and ``--play native-engine`` play the native env's
-episodes with constant actions through its cores' ``step_row`` alone, and
+episodes with constant actions through its cores' ``step_key`` alone, and
 through the simulators' ``decide`` and ``next_decision`` alone: the
 differences split a step between the batch, the core and the simulator.
 """
@@ -95,9 +96,13 @@ def stepper(
     zeros = np.zeros(n, dtype=np.int64)
     if shares is not None:
         for core in envs.unwrapped._cores:
-            # Instance attributes shadow the methods for this env's cores only.
-            core.reset_row = shares.timed(core.reset_row)
-            core.info_metrics = shares.timed(core.info_metrics)
+            # Instance attributes shadow the methods for this env's cores only.  A reset is
+            # reset_sim and tabulate with the shared rows, else reset_row (which calls
+            # reset_sim: one of the two is timed, never both).
+            shared = envs.unwrapped.shared_rows is not None
+            resets = ("reset_sim", "tabulate") if shared else ("reset_row",)
+            for name in (*resets, "info_metrics"):
+                setattr(core, name, shares.timed(getattr(core, name)))
 
     def run() -> float:
         step, sample = envs.step, envs.action_space.sample
@@ -116,7 +121,7 @@ def play_parts(n: int, steps: int, engine: bool) -> None:
     """Constant-action steps of the native env's N episodes, below its batch step.
 
     ``engine``: only the simulators' ``decide(False)`` and ``next_decision()``;
-    else each core's ``step_row(False)`` (the simulator, the reward and the row).
+    else each core's ``step_key(False)`` (the simulator, the reward and the row's key).
     """
     envs = gym.make_vec("EvalStop-v0", num_envs=n, vectorization_mode="vector_entry_point")
     envs.reset(seed=0)
@@ -128,10 +133,10 @@ def play_parts(n: int, steps: int, engine: bool) -> None:
                 decide(False)
                 next_decision()
     else:
-        step_rows = [core.step_row for core in cores]
+        step_keys = [core.step_key for core in cores]
         for _ in range(steps):
-            for step_row in step_rows:
-                step_row(False)
+            for step_key in step_keys:
+                step_key(False)
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from ..sim.signals import SIGNAL_BOUND, SIGNAL_FIELDS, signal_rows
 from ..sim.workloads import JOB_TYPES
 from .config import EvalStopConfig
 from .rewards import Reward, make_reward
-from .tables import field_widths, new_table, observation_rows
+from .tables import field_widths, new_table, observation_rows, write_constant_columns
 
 _EVAL_BOUND = 10.0
 _LOSS_BOUND = 10.0
@@ -59,6 +59,7 @@ SIMULATOR_SURFACE: frozenset[str] = frozenset(
         "declines",
         "step_frac",
         "deliver_best",
+        "n_ckpt",
         # jobs and their outcomes
         "job",
         "finished_since",
@@ -102,6 +103,7 @@ class ObservationLayout:
         slices: ``(field, start, stop)`` per field, in row order.
         field_slices: ``(field, slice(start, stop))`` per field, in row order.
         width: The row's length D.
+        boundary_width: The boundary fields' columns, the row's first.
         space: The ``Dict`` of float32 ``Box``es of ``EvalStop-v0``.
     """
 
@@ -121,6 +123,8 @@ class ObservationLayout:
             start += widths[f]
         self.slices: tuple[tuple[str, int, int], ...] = tuple(slices)
         self.width = start
+        #: The boundary fields' share of a row (its first columns; the signals follow).
+        self.boundary_width = sum(widths[f] for f in self.boundary)
         self.field_slices = tuple((f, slice(a, b)) for f, a, b in slices)
         every = {
             "job_type": spaces.Box(0.0, 1.0, (len(JOB_TYPES),), np.float32),
@@ -177,12 +181,22 @@ class EpisodeCore:
         self._dense = False
         self.jid: int | None = None
         self.ckpt = 0
+        self._k = 1  # checkpoints per job K (set with each episode)
         self._blocks: list[np.ndarray | None] = []
         #: Observation tables by block, kept across episodes (see _build_block).
         self._tables: dict[int, np.ndarray] = {}
 
     def reset_row(self, np_random: np.random.Generator) -> np.ndarray:
         """Start an episode drawn from ``np_random``; return the first observation row (no copy)."""
+        self.reset_sim(np_random)
+        return self.row(self.jid, self.ckpt)  # type: ignore[arg-type]
+
+    def reset_sim(self, np_random: np.random.Generator) -> None:
+        """Start an episode drawn from ``np_random``, up to its first decision; tabulate nothing.
+
+        Its rows are then :meth:`row`'s (tabulated on first use) or, for a
+        table the caller holds, :meth:`tabulate`'s.
+        """
         # Every draw of the episode comes from np_random: one integer seeds
         # the simulator's independent streams.
         sim_seed = int(np_random.integers(0, 2**63 - 1))
@@ -192,13 +206,46 @@ class EpisodeCore:
         sim = self.sim = Simulator(self.config.sim_config, sim_seed)
         reward = self.reward = make_reward(self.config, sim)
         self._dense = reward.dense  # read at every step
+        self._k = sim.n_ckpt
         self._blocks = [None] * (-(-len(sim.batch) // ROW_BLOCK))
         jid = self.jid = sim.next_decision()
         if jid is None:  # pragma: no cover - every job has >= 1 decision
             raise RuntimeError("the episode has no decision to make")
         self.ckpt = sim.decision_checkpoint
         reward.begin()
-        return self.row(jid, self.ckpt)
+
+    def key(self) -> int:
+        """The row the episode shows now as a key of :meth:`step_key` (0 once it is over)."""
+        return 0 if self.jid is None else self.jid * self._k + self.ckpt
+
+    def step_key(self, stop: bool | int) -> tuple[int, float]:
+        """:meth:`step_row`, with the next row as a key instead of a view, and the reward.
+
+        The key of job j's row after checkpoint c is ``j * K + c`` (at least 1),
+        0 at the end of the episode: its place in the table :meth:`tabulate`
+        writes, after that table's row of zeros
+        (:class:`~evalstop_gym.envs.tables.SharedRows`).
+        """
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("step() called before reset(): call env.reset() first")
+        jid = self.jid
+        if jid is None:
+            raise RuntimeError("step() called after the episode ended: call env.reset()")
+        pay = self.reward
+        dense = self._dense
+        if not dense or stop == 1:
+            reward = 0.0  # see step_row
+        else:
+            reward = pay.continue_value(jid, self.ckpt)  # type: ignore[union-attr]
+        sim.decide(stop)
+        jid = self.jid = sim.next_decision()
+        if not dense:
+            reward = pay.collect()  # type: ignore[union-attr]
+        if jid is None:
+            return 0, reward
+        ckpt = self.ckpt = sim.decision_checkpoint
+        return jid * self._k + ckpt, reward
 
     def step_row(self, stop: bool | int) -> tuple[np.ndarray | None, float]:
         """Apply a decision; return the next observation row (no copy; None at the end) and the reward.
@@ -239,6 +286,44 @@ class EpisodeCore:
         if block is None:
             block = self._build_block(jid // ROW_BLOCK)
         return block[jid % ROW_BLOCK, ckpt - 1]
+
+    def tabulate(self, table: np.ndarray) -> None:
+        """Write every observation row of the episode into ``table`` (n, K, D), in place.
+
+        Row ``[j, c - 1]`` is :meth:`row` ``(j, c)``, bit for bit: the same
+        tabulation, into a table whose constant columns
+        (:func:`~evalstop_gym.envs.tables.write_constant_columns`) are written.
+        """
+        sim = self.sim
+        assert sim is not None
+        layout = self.layout
+        c = sim.curves
+        n_boundary = layout.boundary_width
+        observation_rows(
+            layout.boundary,
+            sim.batch.job_type,
+            sim.declines,
+            c.obs_eval,
+            c.loss,
+            layout.window,
+            len(JOB_TYPES),
+            BOUNDS,
+            table[:, :, :n_boundary],
+        )
+        col = n_boundary
+        everyone = slice(None)
+        for f in layout.signals:
+            table[:, :, col : col + 2 * layout.window] = signal_windows(
+                signal_rows(c, f, everyone), layout.window
+            )
+            col += 2 * layout.window
+
+    def write_constant_columns(self, table: np.ndarray) -> None:
+        """Write the columns of an (n, K, D) table of rows that no episode changes."""
+        layout = self.layout
+        write_constant_columns(
+            table[:, :, : layout.boundary_width], layout.boundary, layout.window, len(JOB_TYPES)
+        )
 
     def _build_block(self, index: int) -> np.ndarray:
         """Tabulate the observation rows of the index-th block of jobs.

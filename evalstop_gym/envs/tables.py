@@ -14,6 +14,7 @@ env bit for bit against the per-step construction it replaced.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -89,12 +90,20 @@ def new_table(fields: tuple[str, ...], n: int, k: int, window: int, n_types: int
     """
     widths = field_widths(window, n_types)
     table = np.zeros((n, k, sum(widths[f] for f in fields)), dtype=np.float32)
+    write_constant_columns(table, fields, window, n_types)
+    return table
+
+
+def write_constant_columns(
+    table: np.ndarray, fields: tuple[str, ...], window: int, n_types: int
+) -> None:
+    """Write the columns of an (n, K, D) table that no episode changes (see :func:`new_table`)."""
+    k = table.shape[1]
     for f, part in _field_parts(table, fields, window, n_types):
         if f in ("evals", "loss"):
             part[:, :, window:] = _mask(window, k)
         elif f == "progress":
             part[:, :, 0] = (np.arange(1, k + 1) / k).astype(np.float32)
-    return table
 
 
 def observation_rows(
@@ -132,3 +141,59 @@ def observation_rows(
         elif f == "consecutive_declines":
             part[:, :, 0] = declines
     return table
+
+
+class SharedRows:
+    """The observation rows of N episodes in one float32 table, read a batch at a time.
+
+    What the vector env steps: one ``take`` of N rows a step instead of N row
+    views joined, and per episode a table slot written in place instead of a
+    table of its own.  Slot i is the rows ``bases[i]`` onwards: its row 0 is
+    all zeros (the terminal observation), then job j's row after checkpoint c
+    at ``j * K + c`` (c from 1: :meth:`EpisodeCore.step_key
+    <evalstop_gym.envs.core.EpisodeCore.step_key>`), so a key of 0 is the end
+    of an episode.  A slot holds ``cap`` jobs; an episode with more grows every
+    slot (keys keep their meaning: they are relative to the slot).
+
+    Args:
+        n_slots: N.
+        k: Checkpoints per job K.
+        width: The row's length D.
+        init: Writes the columns no episode changes into an (n, K, D) view.
+    """
+
+    def __init__(
+        self, n_slots: int, k: int, width: int, init: Callable[[np.ndarray], None]
+    ) -> None:
+        """Empty slots (they grow to the first episode's jobs)."""
+        self.n_slots, self.k, self.width = n_slots, k, width
+        self._init = init
+        self.cap = 0
+        self._table = np.zeros((n_slots, 1, width), np.float32)
+        self._flat = self._table.reshape(-1, width)
+        #: The first row of each slot.
+        self.bases = np.arange(n_slots, dtype=np.intp)
+
+    def slot(self, i: int, n: int) -> np.ndarray:
+        """Slot i's (n, K, D) rows for an episode of n jobs, to be written in place."""
+        if n > self.cap:
+            self._grow(n)
+        k = self.k
+        return self._table[i, 1 : 1 + n * k].reshape(n, k, self.width)
+
+    def _grow(self, cap: int) -> None:
+        """Slots of ``cap`` jobs, each keeping its rows at the same keys."""
+        old, k, width = self._table, self.k, self.width
+        table = np.zeros((self.n_slots, 1 + cap * k, width), np.float32)
+        for i in range(self.n_slots):
+            self._init(table[i, 1:].reshape(cap, k, width))
+        table[:, : old.shape[1]] = old
+        self._table, self._flat, self.cap = table, table.reshape(-1, width), cap
+        self.bases = np.arange(self.n_slots, dtype=np.intp) * (1 + cap * k)
+
+    def take(self, keys: list[int], out: np.ndarray | None = None) -> np.ndarray:
+        """The (N, D) rows of ``keys`` (one per slot, in slot order): a fresh array, or ``out``."""
+        idx = np.add(keys, self.bases)
+        if out is None:
+            return self._flat.take(idx, axis=0)
+        return self._flat.take(idx, axis=0, out=out, mode="clip")

@@ -4,10 +4,14 @@
 builds :class:`EvalStopVectorEnv`.  Where Gymnasium's ``SyncVectorEnv`` steps N
 wrapped environments and stacks N observation dicts, this one drives the
 :class:`~evalstop_gym.envs.core.EpisodeCore` of N
-:class:`~evalstop_gym.envs.EvalStopEnv` directly and writes each one's
-tabulated observation row into one (N, D) float32 array (one C call a step:
-``bytearray.join`` of the contiguous rows); the batch observation is that
-array, or a dict of column views of it.
+:class:`~evalstop_gym.envs.EvalStopEnv` directly.  Each episode's observation
+rows are tabulated at its reset into its slot of one table shared by the N
+sub-environments (:class:`~evalstop_gym.envs.tables.SharedRows`); a step
+collects each core's key of its next row and gathers the N rows in one
+``take`` into an (N, D) float32 array.  The batch observation is that array,
+or a dict of column views of it.  A trace replay (episodes of varying
+length, up to the whole trace) keeps each core's own tables instead, joined
+into the array with one ``bytearray.join`` of the rows.
 
 Episodes, rewards and observations are exactly those of N single envs seeded
 ``seed, seed + 1, ...`` (tested).  Autoreset follows Gymnasium's default,
@@ -40,7 +44,9 @@ from gymnasium.vector.utils import batch_space
 
 from ..errors import ConfigError, is_integer, shown
 from .config import EvalStopConfig
+from .core import ROW_BLOCK
 from .evalstop import EvalStopEnv
+from .tables import SharedRows
 
 #: Most sub-environments one vector env builds (see the module docstring).
 MAX_NUM_ENVS = 1024
@@ -118,6 +124,19 @@ class EvalStopVectorEnv(VectorEnv):
         self._buf = np.zeros((num_envs, width), np.float32)
         self._empty = bytearray()
         self._step_rows = [core.step_row for core in self._cores]
+        self._step_keys = [core.step_key for core in self._cores]
+        sc = config.sim_config
+        #: Every sub-environment's rows in one table (None: each core's own tables).
+        self.shared_rows: SharedRows | None = None
+        if sc.trace is None and sc.resolved_workload().n_jobs <= ROW_BLOCK:
+            # A synthetic workload: as many jobs every episode, so each slot is written
+            # in place episode after episode (a trace's episodes vary, up to the whole trace).
+            self.shared_rows = SharedRows(
+                num_envs,
+                sc.resolved_calibration().evals_per_job,
+                width,
+                self._cores[0].write_constant_columns,
+            )
         self._field_slices = layout.field_slices
         self._zero_row = np.zeros(width, np.float32)  # the terminal observation
         self._autoreset = [False] * num_envs
@@ -144,14 +163,24 @@ class EvalStopVectorEnv(VectorEnv):
             super().reset(seed=first)
             seeds = [None if first is None else first + i for i in range(self.num_envs)]
         rows = []
-        for env, s in zip(self.envs, seeds):
+        for i, (env, s) in enumerate(zip(self.envs, seeds)):
             gym.Env.reset(env, seed=s)  # seeds its np_random as env.reset(seed=s) does
-            rows.append(env.core.reset_row(env.np_random))
+            rows.append(self._reset_one(i))
         self._autoreset = [False] * self.num_envs
         self._n_pending = 0
         self.ended = []
         self._started = True
         return self._batch(rows), {}
+
+    def _reset_one(self, i: int) -> Any:
+        """Start sub-environment i's next episode; its first row (a key with shared rows)."""
+        env, core = self.envs[i], self._cores[i]
+        shared = self.shared_rows
+        if shared is None:
+            return core.reset_row(env.np_random)
+        core.reset_sim(env.np_random)
+        core.tabulate(shared.slot(i, core.sim.n_jobs))  # type: ignore[union-attr]
+        return core.key()
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One decision per sub-environment (0 continue, 1 stop, 2 deprioritise), next-step autoreset.
@@ -188,8 +217,17 @@ class EvalStopVectorEnv(VectorEnv):
         ended: list[tuple[int, dict[str, float]]] = []
         if self._n_pending:
             self._step_with_resets(stops, append, add_reward, ended)
+        elif self.shared_rows is not None:
+            # The hot loop: no sub-environment restarts in this step; rows as keys.
+            for step_key, stop in zip(self._step_keys, stops):
+                key, reward = step_key(stop)
+                add_reward(reward)
+                if key:
+                    append(key)
+                else:  # one key per sub-environment so far: this one is len(rows)
+                    append(self._end(len(rows), ended))
         else:
-            # The hot loop: no sub-environment restarts in this step.
+            # The same, with each core's row views.
             for step_row, stop in zip(self._step_rows, stops):
                 row, reward = step_row(stop)
                 add_reward(reward)
@@ -220,29 +258,34 @@ class EvalStopVectorEnv(VectorEnv):
     ) -> None:
         """The step's loop when some sub-environments restart (next-step autoreset)."""
         autoreset = self._autoreset
-        for i, (step_row, stop) in enumerate(zip(self._step_rows, stops)):
+        shared = self.shared_rows is not None
+        steps = self._step_keys if shared else self._step_rows
+        for i, (step, stop) in enumerate(zip(steps, stops)):
             if autoreset[i]:
-                append(self._cores[i].reset_row(self.envs[i].np_random))
+                append(self._reset_one(i))
                 add_reward(0.0)
                 autoreset[i] = False
                 self._n_pending -= 1
                 continue
-            row, reward = step_row(stop)
+            row, reward = step(stop)
             add_reward(reward)
-            if row is not None:
+            if row if shared else row is not None:
                 append(row)
             else:
                 append(self._end(i, ended))
 
-    def _end(self, i: int, ended: list[tuple[int, dict[str, float]]]) -> np.ndarray:
-        """Sub-environment i's episode ended: note its metrics; the row this step returns for it."""
+    def _end(self, i: int, ended: list[tuple[int, dict[str, float]]]) -> Any:
+        """Sub-environment i's episode ended: note its metrics; the row this step returns for it.
+
+        A row, or with shared rows its key (0: the row of zeros).
+        """
         core = self._cores[i]
         ended.append((i, core.info_metrics()))
         if self.same_step:
-            return core.reset_row(self.envs[i].np_random)
+            return self._reset_one(i)
         self._autoreset[i] = True
         self._n_pending += 1
-        return self._zero_row
+        return self._zero_row if self.shared_rows is None else 0
 
     def _end_infos(self, ended: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
         """The step's ``info`` for the episodes that ended, in Gymnasium's vector-info layout.
@@ -258,9 +301,16 @@ class EvalStopVectorEnv(VectorEnv):
             infos = self._add_info(infos, info, i)
         return infos
 
-    def _batch(self, rows: list[np.ndarray]) -> Any:
-        """The batch observation of the rows: a Box, or a dict of column views (per ``flatten``)."""
-        if self.copy:
+    def _batch(self, rows: list[Any]) -> Any:
+        """The batch observation of the rows: a Box, or a dict of column views (per ``flatten``).
+
+        ``rows``: one per sub-environment, row views, or keys of the shared rows.
+        """
+        shared = self.shared_rows
+        if shared is not None:
+            # One gather of N rows: a fresh (N, D) array, or into the buffer.
+            buf = shared.take(rows) if self.copy else shared.take(rows, self._buf)
+        elif self.copy:
             # A fresh, writable (N, D) array in one C call: bytearray.join reads each
             # row through the buffer protocol, cheaper than concatenate + copy.
             buf = np.frombuffer(self._empty.join(rows), np.float32).reshape(self._buf.shape)
