@@ -340,7 +340,7 @@ class EvalStopClusterEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         # A slot shows (job, checkpoints); only slots where either changed are
         # rewritten.  The epoch's other jobs report their checkpoint at this very
         # instant (the engine pops their events one decision at a time): one more.
-        ckpts = list(map(sim.checkpoints_done, order))
+        ckpts = sim.checkpoints_of(order)
         for s in range(1, k):
             ckpts[s] += 1
         jobs, shown = self._slot_jobs, self._slot_ckpts

@@ -366,6 +366,10 @@ class Simulator(JobQueues, Deprioritization):
         """Eval checkpoints job ``jid`` has reported so far."""
         return self._ckpt[jid]
 
+    def checkpoints_of(self, jids: list[int]) -> list[int]:
+        """Eval checkpoints each job of ``jids`` has reported so far (the cluster env's slots)."""
+        return list(map(self._ckpt.__getitem__, jids))
+
     def delivered_checkpoint(self, jid: int) -> int:
         """Index of the checkpoint job ``jid`` delivers (best observed if stopped or deliver=best)."""
         if self._stopped[jid] or self.deliver_best:
