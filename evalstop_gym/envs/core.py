@@ -66,6 +66,7 @@ SIMULATOR_SURFACE: frozenset[str] = frozenset(
         "delivered_checkpoint",
         "work_fraction",
         "checkpoints_done",
+        "checkpoints_of",
         "jobs_in_system",
         "demoted",
         "pending_view",

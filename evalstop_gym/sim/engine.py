@@ -38,6 +38,7 @@ and debugging.
 
 from __future__ import annotations
 
+import bisect
 import gc
 import heapq
 import math
@@ -206,6 +207,11 @@ class Simulator(JobQueues, Deprioritization):
         self.free = self.num_gpus
         self.n_in_system = 0
         self._in_system: dict[int, None] = {}  # ids of the jobs in the system (for the cluster env)
+        # Jobs whose state changed (arrived, started, preempted, ended) since jobs_in_system
+        # last listed them, and those lists: None until its first call, so that an episode
+        # nobody lists pays one comparison per change of state (see jobs_in_system).
+        self._changed: set[int] | None = None
+        self._listed: tuple[list[int], list[int]] = ([], [])
         self.n_done = 0
         self.n_events = 0
         self.n_decisions = 0
@@ -359,6 +365,10 @@ class Simulator(JobQueues, Deprioritization):
     def checkpoints_done(self, jid: int) -> int:
         """Eval checkpoints job ``jid`` has reported so far."""
         return self._ckpt[jid]
+
+    def checkpoints_of(self, jids: list[int]) -> list[int]:
+        """Eval checkpoints each job of ``jids`` has reported so far (the cluster env's slots)."""
+        return list(map(self._ckpt.__getitem__, jids))
 
     def delivered_checkpoint(self, jid: int) -> int:
         """Index of the checkpoint job ``jid`` delivers (best observed if stopped or deliver=best)."""
@@ -640,9 +650,25 @@ class Simulator(JobQueues, Deprioritization):
         return [self._pending, *(jid for _, jid in same)]
 
     def jobs_in_system(self) -> tuple[list[int], list[int]]:
-        """Ids of the running and of the waiting jobs (ascending): what a platform sees."""
-        ids, state = sorted(self._in_system), self._state
-        return [j for j in ids if state[j] == RUNNING], [j for j in ids if state[j] == WAITING]
+        """Ids of the running and of the waiting jobs (ascending): what a platform sees.
+
+        The first call sorts the jobs in the system; from then on the engine notes
+        every job whose state changes, and a call moves only those in the two lists
+        it keeps (the cluster env calls this at every step, when a job has usually
+        neither started nor ended).  New lists at every call: the caller may keep them.
+        """
+        changed = self._changed
+        if changed is None:
+            ids, state = sorted(self._in_system), self._state
+            self._listed = (
+                [j for j in ids if state[j] == RUNNING],
+                [j for j in ids if state[j] == WAITING],
+            )
+            self._changed = set()
+        elif changed:
+            self._relist(changed)
+        running, waiting = self._listed
+        return running.copy(), waiting.copy()
 
     def cluster_metrics(self) -> dict[str, float]:
         """Preemptions, paid costs and deprioritisation metrics (:func:`.metrics.cluster_metrics`).
@@ -660,6 +686,23 @@ class Simulator(JobQueues, Deprioritization):
         )
 
     # ---------------------------------------------------------------- internals
+    def _relist(self, changed: set[int]) -> None:
+        """Move the jobs of ``changed`` to the list of their state now (or out); empty it."""
+        running, waiting = self._listed
+        state = self._state
+        for jid in changed:
+            for ids in (running, waiting):
+                i = bisect.bisect_left(ids, jid)
+                if i < len(ids) and ids[i] == jid:
+                    del ids[i]
+                    break
+            now = state[jid]
+            if now == RUNNING:
+                bisect.insort(running, jid)
+            elif now == WAITING:
+                bisect.insort(waiting, jid)
+        changed.clear()
+
     def _view_of(self, jid: int) -> JobView:
         """Copy the whitelisted fields of job ``jid`` at its last checkpoint."""
         rows = self._view_rows
@@ -690,6 +733,8 @@ class Simulator(JobQueues, Deprioritization):
         """Count ``jid`` in the system and give the scheduler its public numbers (and log it)."""
         self.n_in_system += 1
         self._in_system[jid] = None
+        if self._changed is not None:
+            self._changed.add(jid)
         self._views[jid] = SchedulingView(
             jid, self._gpus[jid], self._arrival[jid], self._estimate[jid], self.n_ckpt
         )
@@ -737,6 +782,8 @@ class Simulator(JobQueues, Deprioritization):
 
     def _start(self, jid: int) -> None:
         self._state[jid] = RUNNING
+        if self._changed is not None:
+            self._changed.add(jid)
         self.free -= self._gpus[jid]
         self._seg_start[jid] = self.now
         self._epoch[jid] += 1
@@ -793,6 +840,8 @@ class Simulator(JobQueues, Deprioritization):
             self._compact_events()
         self._preemptions[jid] += 1
         self.free += self._gpus[jid]
+        if self._changed is not None:
+            self._changed.add(jid)
         if self.events is not None:
             self._log("preempt", jid)
         self._enqueue(jid)
@@ -835,6 +884,8 @@ class Simulator(JobQueues, Deprioritization):
         self.free += self._gpus[jid]
         self.n_in_system -= 1
         del self._in_system[jid]
+        if self._changed is not None:
+            self._changed.add(jid)
         # Nothing reads an ended job's view; dropping it (and its loss list) keeps
         # the objects the garbage collector walks to the jobs in the system.
         self._views[jid] = None

@@ -1,8 +1,9 @@
 """The engine's fast paths for the cluster env return what their first forms returned.
 
 ``simultaneous_checkpoints`` skips its heap scan when the heap's first event is
-later than now, and ``jobs_in_system`` splits the sorted ids in two passes; the
-references below are the scans as first written.  They are compared at every
+later than now, and ``jobs_in_system`` keeps its two lists from the jobs whose
+state changed since its last call; the references below are the scans as first
+written.  They are compared at every
 decision of whole episodes (preemptive and not, pools, deprioritised jobs, a
 hand-made episode with checkpoints at one instant).  The observations
 themselves are checked against the frozen rebuild-everything implementation by
