@@ -55,10 +55,11 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from evalstop_gym import suite_task
+import importlib
 try:
-    from baselines.training import train as T
-except ImportError:
-    from baselines import train as T
+    T = importlib.import_module("baselines.training.train")
+except ImportError:  # the reference tree's layout
+    T = importlib.import_module("baselines.train")
 torch.set_num_threads(1)
 model = PPO.load(sys.argv[1], device="cpu")
 kw = {**T.load_zoo_config("ppo").get("env_kwargs", {}), **suite_task("hard-0.05")}
@@ -79,7 +80,8 @@ import functools, json, sys, time
 import torch
 from stable_baselines3 import PPO
 from evalstop_gym import suite_task
-from baselines.training import train as T
+import importlib
+T = importlib.import_module("baselines.training.train")
 from baselines.training.batch_eval import BatchEvaluator, policy_actions
 torch.set_num_threads(1)
 model = PPO.load(sys.argv[1], device="cpu")
