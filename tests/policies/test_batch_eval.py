@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 
@@ -134,3 +135,53 @@ def test_row_by_row_forward_is_the_batch_1_forward_bit_for_bit() -> None:
     assert torch.equal(batched, one_by_one)
     # and the patch is gone afterwards
     assert "forward" not in vars(policy.action_net)
+
+
+def test_unchecked_distributions_give_the_same_numbers_and_restore_the_default() -> None:
+    """Without argument checks a Categorical samples, scores and ranks the same; the default returns."""
+    import torch as th
+    from torch.distributions import Categorical, Distribution
+
+    from baselines.training.train import unchecked_distributions
+
+    before = Distribution._validate_args
+    logits = th.randn(64, 2, generator=th.Generator().manual_seed(3))
+    numbers = []
+    for checked in (True, False):
+        th.manual_seed(7)
+        ctx = contextlib.nullcontext() if checked else unchecked_distributions()
+        with ctx:
+            assert Distribution._validate_args is (before if checked else False)
+            d = Categorical(logits=logits)
+            sample = d.sample()
+            numbers.append((sample, d.log_prob(sample), d.entropy(), d.probs.argmax(dim=1)))
+        assert Distribution._validate_args is before
+    for a, b in zip(*numbers):
+        assert th.equal(a, b)
+
+
+@pytest.mark.slow
+def test_training_without_distribution_checks_keeps_the_learning_curve(
+    tmp_path, monkeypatch
+) -> None:
+    """PPO trained with torch's argument checks on: the same curve and the same weights."""
+    import torch as th
+
+    runs = []
+    for checked in (False, True):
+        if checked:
+            monkeypatch.setattr(T, "unchecked_distributions", contextlib.nullcontext)
+        res = train(
+            tmp_path / f"{checked}.zip",
+            timesteps=1200,
+            n_envs=2,
+            env_kwargs=ENV,
+            eval_freq=400,
+            eval_episodes=2,
+            progress=False,
+            keep_best=False,
+        )
+        runs.append((res.learning_curve, res.model.policy.state_dict()))
+    assert runs[0][0] == runs[1][0] and len(runs[0][0]) >= 3
+    for key, value in runs[0][1].items():
+        assert th.equal(value, runs[1][1][key]), key

@@ -1,0 +1,66 @@
+"""``benchmarks/bench_vs_reference.py``'s pure parts: ratios, the learning-curve parse, CSV checks."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    """The benchmark script as a module (it is not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_vs_reference", ROOT / "benchmarks" / "bench_vs_reference.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(path: Path, rows: list[dict[str, object]]) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    with (path / "E8.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_ratio_line_best_and_median(bench):
+    line = bench.ratio_line("x", [2.0, 3.0, 4.0], [4.0, 5.0, 10.0], 0.7)
+    assert "ratio best 0.500" in line
+    assert "median 0.500" in line  # per-round ratios 0.5, 0.6, 0.4
+    assert "met" in line and "NOT" not in line
+    assert "NOT met" in bench.ratio_line("x", [3.0], [4.0], 0.7)
+
+
+def test_learning_curve_parsed_from_train_output(bench):
+    out = "saved m.zip: 1 steps\nlearning curve (timesteps, mean eval return):\n[[20000, 1.5]]\n"
+    assert bench.learning_curve(out) == [[20000, 1.5]]
+    with pytest.raises(SystemExit):
+        bench.learning_curve("saved m.zip\n")
+
+
+def test_compare_csv_names_the_rows_that_differ(bench, tmp_path):
+    base = [
+        {"task": "t", "price_factor": "1.0", "stopper": "NoStop", "params": "a", "score": "0.0"},
+        {"task": "t", "price_factor": "1.0", "stopper": "Gate", "params": "b", "score": "0.5"},
+    ]
+    _write(tmp_path / "ref", base)
+    _write(tmp_path / "same", base)
+    assert "every shared numeric value equal" in bench.compare_csv(
+        "E8", tmp_path / "same", tmp_path / "ref"
+    )
+    other = [dict(base[0]), {**base[1], "params": "c", "score": "0.7"}]
+    _write(tmp_path / "new", other)
+    msg = bench.compare_csv("E8", tmp_path / "new", tmp_path / "ref")
+    assert "1 values differ" in msg and "t/1.0/Gate" in msg and "NoStop" not in msg.split("(")[0]
+
+
+def test_refuses_a_folder_that_is_not_a_source_tree(bench, tmp_path):
+    with pytest.raises(SystemExit, match="not a source tree"):
+        bench.main(["--ref", str(tmp_path), "train"])
