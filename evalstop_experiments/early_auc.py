@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize, stats
 
 from evalstop_gym import SimConfig, Simulator
 from evalstop_gym.corpus.format import CurveTrace
@@ -33,6 +32,8 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
+    from scipy import stats  # here, not at import: the CLI's parser reaches this module
+
     ranks = stats.rankdata(np.asarray(scores, dtype=float))
     return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
@@ -42,6 +43,8 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1e-2) -> np.ndarray:
 
     The small ridge keeps the fit finite when the classes are separable.
     """
+    from scipy import optimize, stats
+
     xb = np.column_stack([np.ones(len(x)), x])
     t = np.asarray(y, dtype=float)
 

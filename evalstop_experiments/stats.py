@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from evalstop_gym.errors import ConfigError
 
@@ -22,6 +21,10 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
         return float("nan"), float("nan"), 0
     if n == 1:
         return float(x[0]), float("nan"), 1
+    # Imported here: scipy.stats takes about 1.5 s of CPU to import, which every CLI
+    # call paid through this module whether it computed an interval or not.
+    from scipy import stats
+
     sem = float(np.std(x, ddof=1)) / math.sqrt(n)
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sem
     return float(x.mean()), half, n

@@ -79,3 +79,20 @@ def test_dependencies_go_one_way(package: str, never: tuple[str, ...]) -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"
+
+
+def test_the_cli_parses_without_importing_scipy() -> None:
+    """scipy.stats costs about 1.5 s of CPU to import: a ``--help`` or a bad flag must not pay it."""
+    script = textwrap.dedent(
+        """
+        import contextlib, io, sys
+        from evalstop_cli.main import main
+        for argv in (["benchmark", "--help"], ["reproduce", "--help"], ["curves", "--help"]):
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+                main(argv)
+        assert not [m for m in sys.modules if m.split(".")[0] == "scipy"], "scipy imported"
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
