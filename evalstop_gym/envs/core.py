@@ -295,29 +295,12 @@ class EpisodeCore:
         tabulation, into a table whose constant columns
         (:func:`~evalstop_gym.envs.tables.write_constant_columns`) are written.
         """
-        sim = self.sim
-        assert sim is not None
-        layout = self.layout
-        c = sim.curves
-        n_boundary = layout.boundary_width
-        observation_rows(
-            layout.boundary,
-            sim.batch.job_type,
-            sim.declines,
-            c.obs_eval,
-            c.loss,
-            layout.window,
-            len(JOB_TYPES),
-            BOUNDS,
-            table[:, :, :n_boundary],
-        )
-        col = n_boundary
         everyone = slice(None)
-        for f in layout.signals:
-            table[:, :, col : col + 2 * layout.window] = signal_windows(
-                signal_rows(c, f, everyone), layout.window
-            )
-            col += 2 * layout.window
+        col = self.layout.boundary_width
+        self._boundary_rows(everyone, table[:, :, :col])
+        for part in self._signal_parts(everyone):
+            table[:, :, col : col + part.shape[2]] = part
+            col += part.shape[2]
 
     def write_constant_columns(self, table: np.ndarray) -> None:
         """Write the columns of an (n, K, D) table of rows that no episode changes."""
@@ -337,30 +320,44 @@ class EpisodeCore:
         assert sim is not None
         layout = self.layout
         sl = slice(index * ROW_BLOCK, (index + 1) * ROW_BLOCK)
-        c = sim.curves
-        n, k = c.obs_eval[sl].shape
+        n, k = sim.curves.obs_eval[sl].shape
         table = self._tables.get(index)
         if table is None or table.shape[:2] != (n, k):
             table = self._tables[index] = new_table(
                 layout.boundary, n, k, layout.window, len(JOB_TYPES)
             )
-        block = observation_rows(
+        block = self._boundary_rows(sl, table)
+        if layout.signals:
+            # Only when asked for: the default rows are the boundary table alone.
+            block = np.concatenate([block, *self._signal_parts(sl)], axis=2)
+        self._blocks[index] = block
+        return block
+
+    def _boundary_rows(self, jobs: slice, out: np.ndarray) -> np.ndarray:
+        """The boundary columns of the rows of ``jobs``, written into ``out`` (n, K, width)."""
+        sim = self.sim
+        assert sim is not None
+        layout, c = self.layout, sim.curves
+        return observation_rows(
             layout.boundary,
-            sim.batch.job_type[sl],
-            sim.declines[sl],
-            c.obs_eval[sl],
-            c.loss[sl],
+            sim.batch.job_type[jobs],
+            sim.declines[jobs],
+            c.obs_eval[jobs],
+            c.loss[jobs],
             layout.window,
             len(JOB_TYPES),
             BOUNDS,
-            table,
+            out,
         )
-        if layout.signals:
-            # Only when asked for: the default rows are the boundary table alone.
-            parts = [signal_windows(signal_rows(c, f, sl), layout.window) for f in layout.signals]
-            block = np.concatenate([block, *parts], axis=2)
-        self._blocks[index] = block
-        return block
+
+    def _signal_parts(self, jobs: slice) -> list[np.ndarray]:
+        """Each opt-in signal's columns of the rows of ``jobs`` (n, K, 2 window), in row order."""
+        sim = self.sim
+        assert sim is not None
+        layout = self.layout
+        return [
+            signal_windows(signal_rows(sim.curves, f, jobs), layout.window) for f in layout.signals
+        ]
 
     def info(self) -> dict[str, Any]:
         """A step's ``info``: the cluster's clock and counters."""
