@@ -352,10 +352,15 @@ def play(
     row, record = play_episode(policy, seed, kw)
     row["stop_positions"] = stop_positions(record)
     if job_terms is not None:
-        values = episode_arrays(job_terms, seed).values
-        rows = np.arange(len(record.ckpt_done))
-        row["job_terms"] = values[rows, record.ckpt_done - 1] - values[:, 0]
+        row["job_terms"] = utility_terms(episode_arrays(job_terms, seed).values, record.ckpt_done)
     return row
+
+
+def utility_terms(values: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Each job's utility term V_end − V_1 (n,), from the episode's values (n, K) and the
+    checkpoint (1..K) each job ended after."""
+    ends = np.asarray(ends)
+    return values[np.arange(len(ends)), ends - 1] - values[:, 0]
 
 
 def episode_job_runs(kw: dict[str, Any], seed: int) -> list[str | None]:

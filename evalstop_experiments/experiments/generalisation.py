@@ -996,6 +996,7 @@ def lsm_cell_rows(
         run_bootstrap_score,
         tune_floors,
         unit_sums,
+        utility_terms,
     )
 
     kw = cell_kwargs(task, factor, quick)
@@ -1020,15 +1021,10 @@ def lsm_cell_rows(
             st.set_settings(settings)
             ends[name] = st.ends(ep.arrays)
         if terms is not None:
-            ends["NoStop"] = np.full(ep.values.shape[0], k)
+            terms.setdefault("NoStop", []).append(ep.values[:, k - 1] - ep.values[:, 0])
         for name, e in ends.items():
             if terms is not None:
-                e = np.asarray(e)
-                terms.setdefault(name, []).append(
-                    ep.values[np.arange(len(e)), e - 1] - ep.values[:, 0]
-                )
-            if name == "NoStop":
-                continue
+                terms.setdefault(name, []).append(utility_terms(ep.values, e))
             u = float(utilities(np.asarray(e)[None, :], ep.values)[0])
             diffs.setdefault(name, []).append(u - base)
             a, h, n = _positions(e, k, refs[str(s)])
