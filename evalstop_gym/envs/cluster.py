@@ -480,7 +480,11 @@ def _dict_display(
 def _job_observation(keys: tuple[str, ...]) -> Callable[[Mapping[str, Any], int], dict[str, Any]]:
     """``(obs, slot) -> the EvalStop-v0 observation of the slot's job``, for observations with these keys.
 
-    The per-job fields are every key but the cluster's own.
+    The per-job fields are every key but the cluster's own.  Only string keys (the env's)
+    are written into the compiled display, as literals: the caller's dict may hold any
+    key, and a key's ``repr`` is never code to run.
     """
     fields = [k for k in keys if k not in SLOT_FIELDS and k not in ("free_gpus", "queue_length")]
-    return _dict_display("o, s", [(f, f"o[{f!r}][s]") for f in fields], {})
+    if all(type(f) is str for f in fields):
+        return _dict_display("o, s", [(f, f"o[{f!r}][s]") for f in fields], {})
+    return lambda o, s: {f: o[f][s] for f in fields}

@@ -158,6 +158,29 @@ def _simultaneous_episode() -> tuple:
     return hand_jobs([0.0, 0.0, 0.0, 0.0], [8, 8, 8, 8], [5.0] * 4, evals=evals, k=k)
 
 
+def test_per_job_actions_never_runs_a_keys_repr() -> None:
+    """A caller's observation may hold any key: it is passed on, its repr never evaluated."""
+
+    class Key:
+        def __repr__(self) -> str:
+            return "1 / 0"  # code, if anything evaluated it
+
+    key = Key()
+    env = EvalStopClusterEnv(n_jobs=20)
+    obs, _ = env.reset(seed=0)
+    seen = []
+    obs = {**obs, key: np.arange(env.max_jobs)}
+
+    def act(job_obs):
+        seen.append(job_obs[key])
+        return 1
+
+    out = per_job_actions(obs, act)
+    deciding = np.flatnonzero(obs["decide"] > 0.5)
+    assert out.tolist() == [int(s in deciding) for s in range(env.max_jobs)]
+    assert seen == deciding.tolist()
+
+
 def test_simultaneous_checkpoints_form_one_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
     jobs = _simultaneous_episode()
 
