@@ -22,22 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from timing import children_cpu
+
 #: Wall-seconds targets of issue 15 (``reproduce --quick`` on this machine).
 TARGETS = {"E1-E5": 30.0, "whole": 120.0, "E9": 20.0}
 SCRIPTED = ("E1", "E2", "E3", "E4", "E5")
-
-
-def children_cpu() -> float:
-    """CPU seconds of this process's ended children (and theirs)."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def run_quick(out: Path, workers: int | None, extra: list[str]) -> tuple[float, float]:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from timing import seconds_ratio_line
 
 from baselines.learned import read_meta
 from evalstop_gym import suite_task
@@ -42,17 +42,6 @@ def timed(run) -> tuple[float, object]:
     t0 = time.process_time()
     out = run()
     return time.process_time() - t0, out
-
-
-def ratio_line(title: str, new: list[float], old: list[float], target: float) -> str:
-    """Best and median CPU ratios new/old and whether ``target`` is met."""
-    best = min(new) / min(old)
-    med = statistics.median(a / b for a, b in zip(new, old))
-    ok = "met" if max(best, med) <= target else "NOT met"
-    return (
-        f"{title:36s} {min(new):8.2f} s vs {min(old):8.2f} s CPU  ratio best {best:5.2f} "
-        f"median {med:5.2f}  (target <= {target:.2f}: {ok})"
-    )
 
 
 def e6(reps: int) -> None:
@@ -80,7 +69,9 @@ def e6(reps: int) -> None:
         order.reverse()
     curves = {b: read_meta(tmp / f"{b}-0.zip")["learning_curve"] for b in cpu}
     assert curves[True] == curves[False], "the two evaluations recorded different curves"
-    print(ratio_line(f"E6 quick model ({e6.ALGO}, {steps} steps)", cpu[True], cpu[False], 1.0))
+    print(
+        seconds_ratio_line(f"E6 quick model ({e6.ALGO}, {steps} steps)", cpu[True], cpu[False], 1.0)
+    )
 
 
 def main() -> None:
@@ -115,7 +106,7 @@ def main() -> None:
     assert curves[True] == curves[False], "the two evaluations recorded different curves"
     print(f"learning curve (both): {curves[True]}")
     print(
-        ratio_line(
+        seconds_ratio_line(
             f"train --task hard-0.05, {args.timesteps} steps", cpu[True], cpu[False], TRAIN_TARGET
         )
     )
@@ -155,7 +146,11 @@ def main() -> None:
         names.reverse()
     assert results["batch"] == results["sb3"], "the evaluations' returns differ"
     print(f"evaluation returns (both): {np.round(results['batch'], 4).tolist()}")
-    print(ratio_line("one periodic evaluation (8 episodes)", ev["batch"], ev["sb3"], EVAL_TARGET))
+    print(
+        seconds_ratio_line(
+            "one periodic evaluation (8 episodes)", ev["batch"], ev["sb3"], EVAL_TARGET
+        )
+    )
 
 
 if __name__ == "__main__":

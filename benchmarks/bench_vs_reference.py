@@ -35,13 +35,13 @@ import argparse
 import csv
 import json
 import os
-import resource
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from timing import children_cpu, seconds_ratio_line
 
 HERE = Path(__file__).resolve().parents[1]
 #: Targets (CPU of this tree / CPU of the reference).
@@ -147,12 +147,6 @@ print(json.dumps({"cpu": time.process_time() - t1, "imports": t1 - t0}))
 """
 
 
-def children_cpu() -> float:
-    """CPU seconds of this process's ended (and waited-for) children and theirs."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def run_in(tree: Path, args: list[str], cwd: Path) -> tuple[float, float, str]:
     """Run ``python ARGS`` with ``tree``'s code; (CPU s of its process tree, wall s, stdout)."""
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONUNBUFFERED": "1"}
@@ -167,19 +161,6 @@ def run_in(tree: Path, args: list[str], cwd: Path) -> tuple[float, float, str]:
         sys.stderr.write(proc.stderr[-4000:])
         raise SystemExit(f"{tree}: {' '.join(args[:6])} ... exited with {proc.returncode}")
     return cpu, wall, proc.stdout
-
-
-def ratio_line(title: str, new: list[float], ref: list[float], target: float | None) -> str:
-    """Best and median CPU ratios new/ref, and whether ``target`` is met by both."""
-    best = min(new) / min(ref)
-    med = statistics.median(a / b for a, b in zip(new, ref))
-    verdict = ""
-    if target is not None:
-        verdict = f"  (target <= {target:.2f}: {'met' if max(best, med) <= target else 'NOT met'})"
-    return (
-        f"{title:40s} {min(new):8.2f} s vs {min(ref):8.2f} s CPU (best), "
-        f"ratio best {best:5.3f} median {med:5.3f}{verdict}"
-    )
 
 
 def learning_curve(stdout: str) -> list:
@@ -226,7 +207,7 @@ def bench_train(trees: dict[str, Path], n: int, timesteps: int, tmp: Path) -> No
             print(f"  {name}: {[c for _, _, c in res[name]]}")
     target = TARGETS["train-30000"] if timesteps <= 30_000 else TARGETS["train"]
     cpu = {name: [c for c, _, _ in res[name]] for name in trees}
-    print(ratio_line(f"train hard-0.05, {timesteps} steps", cpu["new"], cpu["ref"], target))
+    print(seconds_ratio_line(f"train hard-0.05, {timesteps} steps", cpu["new"], cpu["ref"], target))
 
 
 def bench_eval(trees: dict[str, Path], n: int, tmp: Path, model: str | None) -> None:
@@ -249,7 +230,9 @@ def bench_eval(trees: dict[str, Path], n: int, tmp: Path, model: str | None) -> 
     print(f"returns ({'the same in every run' if same else 'DIFFERENT'}): {returns[0]}")
     cpu = {name: [c for c, _, _ in res[name]] for name in trees}
     print(
-        ratio_line("one periodic evaluation (8 episodes)", cpu["new"], cpu["ref"], TARGETS["eval"])
+        seconds_ratio_line(
+            "one periodic evaluation (8 episodes)", cpu["new"], cpu["ref"], TARGETS["eval"]
+        )
     )
 
 
@@ -327,14 +310,16 @@ def bench_reproduce(
         if all(exp in per for name in trees for _, _, per in res[name]):
             per = {name: [p[exp] for _, _, p in res[name]] for name in trees}
             print(
-                ratio_line(f"{exp} (timings.json cpu_s)", per["new"], per["ref"], TARGETS.get(exp))
+                seconds_ratio_line(
+                    f"{exp} (timings.json cpu_s)", per["new"], per["ref"], TARGETS.get(exp)
+                )
             )
         print(compare_csv(exp, tmp / "new-0", tmp / "ref-0"))
     title = f"reproduce --quick {'--experiments ' + experiments if experiments else '(whole)'}"
     target = TARGETS["quick"] if not experiments else None
     if len(wanted) == 1:
         target = TARGETS.get(wanted[0])
-    print(ratio_line(title + ", process tree", cpu["new"], cpu["ref"], target))
+    print(seconds_ratio_line(title + ", process tree", cpu["new"], cpu["ref"], target))
 
 
 def bench_e8(trees: dict[str, Path], n: int, tmp: Path) -> None:
@@ -351,8 +336,12 @@ def bench_e8(trees: dict[str, Path], n: int, tmp: Path) -> None:
     res = rounds(trees, n, job)
     print(compare_csv("E8", tmp / "e8-new-0", tmp / "e8-ref-0"))
     cpu = {name: [c for c, _, _ in res[name]] for name in trees}
-    print(ratio_line("E8 quick workload, process", cpu["new"], cpu["ref"], TARGETS["E8"]))
-    print(ratio_line("E8 quick workload, after imports", inner["new"], inner["ref"], TARGETS["E8"]))
+    print(seconds_ratio_line("E8 quick workload, process", cpu["new"], cpu["ref"], TARGETS["E8"]))
+    print(
+        seconds_ratio_line(
+            "E8 quick workload, after imports", inner["new"], inner["ref"], TARGETS["E8"]
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

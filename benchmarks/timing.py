@@ -10,6 +10,7 @@ the median of the per-round ratios.
 from __future__ import annotations
 
 import functools
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -59,4 +60,24 @@ def report(title: str, rates: dict[str, list[float]], num: str, den: str, target
     return (
         f"{title:34s} {max(rates[num]):11.0f}/s {max(rates[den]):11.0f}/s "
         f"ratio best {best:5.2f} median {med:5.2f}  (target >= {target:.2f}: {ok})"
+    )
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's ended (and waited-for) children, and theirs."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def seconds_ratio_line(title: str, new: list[float], ref: list[float], target: float | None) -> str:
+    """One line for CPU seconds (lower is faster): best and median ratios new/ref, and
+    whether both are within ``target`` (None: no target)."""
+    best = min(new) / min(ref)
+    med = statistics.median(a / b for a, b in zip(new, ref))
+    verdict = ""
+    if target is not None:
+        verdict = f"  (target <= {target:.2f}: {'met' if max(best, med) <= target else 'NOT met'})"
+    return (
+        f"{title:40s} {min(new):8.2f} s vs {min(ref):8.2f} s CPU (best), "
+        f"ratio best {best:5.3f} median {med:5.3f}{verdict}"
     )
