@@ -35,6 +35,7 @@ if their evals clear a threshold" (:meth:`BayesStopper._probe_value`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -294,6 +295,9 @@ class _Prefix:
     by_checkpoint: np.ndarray
     by_checkpoint_offset: np.ndarray  # (K, H): ``curve_offset`` transposed
     size: float  # bounds |posterior mean| / (1 + max |y|): largest row sum of |curve| and offset
+    #: By best checkpoint b < n: ((2 H, n), (2, H)): y -> the posterior mean at checkpoint n
+    #: and its excess over checkpoint b's (the shortcut's first step; empty at n = K)
+    next_step: list[tuple[np.ndarray, np.ndarray]]
 
 
 def _prefixes(fam: _Family, var: float) -> list[_Prefix | None]:
@@ -324,6 +328,13 @@ def _prefixes(fam: _Family, var: float) -> list[_Prefix | None]:
                 np.ascontiguousarray(curve.transpose(2, 1, 0)).reshape(n, k * h),
                 np.ascontiguousarray(curve_offset.T),
                 float(np.abs(curve).sum(axis=2).max() + np.abs(curve_offset).max()),
+                [
+                    (
+                        np.concatenate([curve[:, n], curve[:, n] - curve[:, b]]),
+                        np.stack([curve_offset[:, n], curve_offset[:, n] - curve_offset[:, b]]),
+                    )
+                    for b in range(n if n < k else 0)
+                ],
             )
         )
     return out
@@ -363,6 +374,10 @@ class BayesStopper:
         self.sigma = sigma
         self._noise = sigma * np.random.default_rng(0).standard_normal((self.k, FUTURES))
         self._noise_size = float(np.abs(self._noise).max())
+        #: The first future eval's draws in ascending order, for the shortcut's first step.
+        self._first_draws = np.sort(self._noise[0])
+        #: The share of those draws above the c-th lowest, c = 0 .. FUTURES.
+        self._beat_share = (FUTURES - np.arange(FUTURES + 1)) / FUTURES
         self._tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.deliver_best = deliver == "best"
         # The shortcut is a prefix of this class's look-ahead; a subclass that replaces the
@@ -571,17 +586,23 @@ class BayesStopper:
         """
         n = len(evals)
         steps = min(self.k - n, SHORTCUT_STEPS)
+        ramp = self._ramp[job_type]
+        y_best, lowest = float(evals[b]), float(np.minimum.reduce(evals))
+        margin = SHORTCUT_MARGIN * (
+            1.0 + pre.size * (1.0 + max(y_best, -lowest)) + self._noise_size + self._ramp_end
+        )
+        if not math.isfinite(margin):  # a NaN or infinite eval: the full look-ahead decides
+            return False
+        if (self.deliver_best or n + 1 < self.k) and self._next_pays(
+            pre, evals, w, top, b, y_best, margin, ramp[1]
+        ):
+            return True
         h = pre.by_checkpoint_offset.shape[1]
         # Checkpoints b .. n + steps - 1 (those between b and n too: one call, not two).
         cols = (evals @ pre.by_checkpoint[:, b * h : (n + steps) * h]).reshape(-1, h)
         cols += pre.by_checkpoint_offset[b : n + steps]
         if top is not None:
             cols = cols[:, top]
-        ramp = self._ramp[job_type]
-        y_best, lowest = float(evals[b]), float(np.minimum.reduce(evals))
-        margin = SHORTCUT_MARGIN * (
-            1.0 + pre.size * (1.0 + max(y_best, -lowest)) + self._noise_size + self._ramp_end
-        )
         stop_now = w @ cols[0]
         mean_b = cols[0][:, None]
         w_draws = w.repeat(FUTURES)  # (h * FUTURES,): the weight of each simulated future
@@ -607,6 +628,44 @@ class BayesStopper:
             if j + 1 < steps:
                 best = np.maximum(best, y, out=y)  # y is not needed after this step
         return False
+
+    def _next_pays(
+        self,
+        pre: _Prefix,
+        evals: np.ndarray,
+        w: np.ndarray,
+        top: np.ndarray | None,
+        b: int,
+        y_best: float,
+        margin: float,
+        price: float,
+    ) -> bool:
+        """Whether one more checkpoint already pays: :meth:`_goes_on`'s first step, counted.
+
+        The same test on the same simulated futures, written per hypothesis i: future eval 0
+        beats the best so far on the draws above ``t_i = y_best - mean_i[n]``, so with
+        ``c_i`` of them the gain over stopping now is ``sum_i w_i c_i (mean_i[n] -
+        mean_i[b]) / FUTURES``: a count over the sorted draws and a few calls on vectors
+        instead of (hypotheses, draws) blocks.  As in :meth:`_goes_on`, a draw within
+        ``margin`` of its threshold (where rounding could turn the comparison) or a gain
+        within ``margin`` of the price leaves the decision to the rest; a NaN or infinite
+        mean makes the gain NaN or infinite, which never counts.
+        """
+        rows, offset = pre.next_step[b]
+        means = (rows @ evals).reshape(offset.shape)
+        means += offset
+        if top is not None:
+            means = means.take(top, axis=1)
+        mean_n, gain_n = means  # mean_i[n], mean_i[n] - mean_i[b]
+        # Draws below t_i - margin, and below t_i + margin: equal counts iff none is near t_i.
+        near = self._first_draws.searchsorted(
+            np.subtract.outer((y_best - margin, y_best + margin), mean_n)
+        )
+        counts = near.sum(axis=1)
+        if counts[0] != counts[1]:
+            return False
+        gain = w @ (gain_n * self._beat_share.take(near[1]))
+        return bool(price + margin < gain < np.inf)
 
     def _probe_value(
         self,
