@@ -656,15 +656,13 @@ class BayesStopper:
         means += offset
         if top is not None:
             means = means.take(top, axis=1)
-        mean_n, gain_n = means  # mean_i[n], mean_i[n] - mean_i[b]
         # Draws below t_i - margin, and below t_i + margin: equal counts iff none is near t_i.
-        near = self._first_draws.searchsorted(
-            np.subtract.outer((y_best - margin, y_best + margin), mean_n)
-        )
+        ends = np.array((y_best - margin, y_best + margin))
+        near = self._first_draws.searchsorted(np.subtract.outer(ends, means[0]))
         counts = near.sum(axis=1)
         if counts[0] != counts[1]:
             return False
-        gain = w @ (gain_n * self._beat_share.take(near[1]))
+        gain = w @ (means[1] * self._beat_share.take(near[1]))  # means[1]: mean_i[n] - mean_i[b]
         return bool(price + margin < gain < np.inf)
 
     def _probe_value(
