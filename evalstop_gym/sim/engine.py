@@ -30,8 +30,8 @@ search are in :mod:`~evalstop_gym.sim.queues`, deprioritisation in
 methods run on the same instance at no extra cost.
 
 The simulator is plain Python state (no generators), so it pickles.  Jobs
-are kept as columns (one list per field, indexed by job id), built from the
-episode's arrays in one pass: an episode of hundreds of jobs starts in well
+are kept as columns (one list or array of doubles per field, indexed by job
+id), built from the episode's arrays in one pass: an episode of hundreds of jobs starts in well
 under a millisecond.  :attr:`Simulator.jobs` gives per-job snapshots for tests
 and debugging.
 """
@@ -42,6 +42,7 @@ import bisect
 import gc
 import heapq
 import math
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -97,6 +98,16 @@ class _JobSnapshots(Sequence):  # type: ignore[type-arg]
         if not -len(self) <= i < len(self):
             raise IndexError(f"job {i} out of range ({len(self)} jobs)")
         return self._sim.job(i % len(self))
+
+
+def _doubles(values: np.ndarray) -> array[float]:
+    """A per-job float column: ``values`` as an array of doubles (the same bits)."""
+    return array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
+
+
+def _filled(n: int, value: float) -> array[float]:
+    """A per-job float column of ``n`` copies of ``value``."""
+    return array("d", (value,)) * n
 
 
 #: Seeds are below 2**128, the size of the entropy a fresh :class:`numpy.random.SeedSequence` draws.
@@ -281,15 +292,18 @@ class Simulator(JobQueues, Deprioritization):
         return batch, curves
 
     def _init_columns(self) -> None:
-        """One list per job field, indexed by job id (fast scalar reads and writes)."""
+        """One list (or array of doubles) per job field, indexed by job id."""
         b, c = self.batch, self.curves
         n = len(b)
         self.n_ckpt = c.obs_eval.shape[1]
         self._type: list[int] = b.job_type.tolist()
         self._gpus: list[int] = b.gpus.tolist()
-        self._arrival: list[float] = b.arrival_h.tolist()
-        self._duration: list[float] = b.duration_h.tolist()
-        self._estimate: list[float] = b.estimate_h.tolist()
+        # The float columns are arrays of doubles, not lists of float objects: a read
+        # then touches one cache line instead of the list's slot and the float it points
+        # to (a big cluster's per-job state no longer fits the per-core cache).
+        self._arrival = _doubles(b.arrival_h)
+        self._duration = _doubles(b.duration_h)
+        self._estimate = _doubles(b.estimate_h)
         # What schedulers learn, one a checkpoint: job j's loss at checkpoint i is at
         # j * K + i.  One flat tuple, not a list per job: the garbage collector tracks
         # one object instead of one per job (a list per job made every young
@@ -303,23 +317,23 @@ class Simulator(JobQueues, Deprioritization):
         #: eval declines after each checkpoint.
         self.best_observed, self.declines = checkpoint_tables(c.obs_eval)
         self._state = [PENDING] * n
-        self._work = [0.0] * n  # hours run so far
-        self._seg_start = [0.0] * n  # start of the current run segment
+        self._work = _filled(n, 0.0)  # hours run so far
+        self._seg_start = _filled(n, 0.0)  # start of the current run segment
         self._ckpt = [0] * n  # checkpoints done
         self._epoch = [0] * n  # invalidates a preempted segment's checkpoint event
         self._run_ver = [0] * n  # invalidates stale entries of the running heap
-        self._first_start = [math.nan] * n
-        self._finish = [math.nan] * n
+        self._first_start = _filled(n, math.nan)
+        self._finish = _filled(n, math.nan)
         self._stopped = [False] * n
         self._preemptions = [0] * n
-        self._gpu_hours = [0.0] * n
+        self._gpu_hours = _filled(n, 0.0)
         self._views: list[SchedulingView | None] = [None] * n  # created at arrival
         self._run_key: list[Any] = [None] * n  # its current key while it runs (preemptive)
         # Whether its running-heap entry may hold an older, larger key (see queues.py).
         self._key_stale = [False] * n
         # With a restore cost: the time from which a run segment makes progress (its
         # start plus the restore); -inf otherwise, so that it never matters.
-        self._work_from = [-math.inf] * n
+        self._work_from = _filled(n, -math.inf)
 
     def _make_batch(self, rng: np.random.Generator) -> JobBatch:
         """Draw the jobs (synthetic workload) or read them (trace replay)."""

@@ -263,11 +263,15 @@ class PooledSimulator(Simulator):
         (wkey, wjid), need_gpus = top
         state, run_ver, gpus = self._state, self._run_ver, self._gpus
         key_stale, run_key = self._key_stale, self._run_key
+        lean = self._lean_passes
         for p in self._job_order(wjid):
             need = need_gpus - self._pool_free[p]
-            victims = take_victims(
-                self._pool_running[p], wkey, need, state, run_ver, gpus, key_stale, run_key
-            )
+            running = self._pool_running[p]
+            # The base class's read-only check, pool by pool: most attempts fail, and
+            # then the pops would only be pushed back (see Simulator._victims_suffice).
+            if lean and need > 0 and not self._victims_suffice(wkey, need, running):
+                continue
+            victims = take_victims(running, wkey, need, state, run_ver, gpus, key_stale, run_key)
             if victims:
                 for jid in victims:
                     self._preempt(jid)

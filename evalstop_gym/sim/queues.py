@@ -236,7 +236,7 @@ class JobQueues:
             self._preempt(jid)
         return True
 
-    def _victims_suffice(self, wkey: Any, need: int) -> bool:
+    def _victims_suffice(self, wkey: Any, need: int, running: list[RunEntry] | None = None) -> bool:
         """Whether the pops of :meth:`_preempt_for_best_waiting` would free ``need`` > 0 GPUs.
 
         Decided before popping anything: a failed preemption pass popped its
@@ -246,13 +246,12 @@ class JobQueues:
         of the rest does not depend on the heap's arrangement: entries are
         unique); then the root alone decides when it is not worse or frees
         enough, else the read-only walk of :meth:`_worse_running_cover` does.
+        ``running`` is the heap to read (default the engine's; the pooled engine
+        passes a pool's).
         """
-        running, state, run_ver, key_stale = (
-            self._running,
-            self._state,
-            self._run_ver,
-            self._key_stale,
-        )
+        if running is None:
+            running = self._running
+        state, run_ver, key_stale = self._state, self._run_ver, self._key_stale
         while running:
             entry = running[0]
             jid = entry[1]
@@ -267,18 +266,22 @@ class JobQueues:
         k = entry[0]
         if not wkey < (-k if type(k) is float else negate_key(k)):
             return False  # the worst running job is not worse: no pass can preempt
-        return self._gpus[jid] >= need or self._worse_running_cover(wkey, need)
+        return self._gpus[jid] >= need or self._worse_running_cover(wkey, need, running)
 
-    def _worse_running_cover(self, wkey: Any, need: int) -> bool:
+    def _worse_running_cover(
+        self, wkey: Any, need: int, running: list[RunEntry] | None = None
+    ) -> bool:
         """Whether the running jobs keyed strictly worse than ``wkey`` hold ``need`` GPUs or more.
 
         Read from the running heap without changing it: the entries keyed
         strictly worse form a subtree at its root (a child's key is never worse
         than its parent's), so a walk of that subtree finds them, live or
         stale, and stops at its border (keys are totally ordered, as the heaps
-        already assume).
+        already assume).  ``running`` as in :meth:`_victims_suffice`.
         """
-        running, state, run_ver, gpus = self._running, self._state, self._run_ver, self._gpus
+        if running is None:
+            running = self._running
+        state, run_ver, gpus = self._state, self._run_ver, self._gpus
         key_stale, run_key = self._key_stale, self._run_key
         n = len(running)
         freed = 0

@@ -127,8 +127,8 @@ class _Counting(Simulator):
         self.counts["compactions"] += 1
         super()._compact_events()
 
-    def _worse_running_cover(self, wkey, need) -> bool:
-        covered = super()._worse_running_cover(wkey, need)
+    def _worse_running_cover(self, wkey, need, running=None) -> bool:
+        covered = super()._worse_running_cover(wkey, need, running)
         self.counts["probes_failed"] += not covered
         return covered
 
@@ -273,8 +273,8 @@ class _CountingPushBacks(_Counting):
         self.counts["failed_passes"] = self.counts.get("failed_passes", 0) + (not done)
         return done
 
-    def _victims_suffice(self, wkey, need) -> bool:
-        enough = super()._victims_suffice(wkey, need)
+    def _victims_suffice(self, wkey, need, running=None) -> bool:
+        enough = super()._victims_suffice(wkey, need, running)
         self.counts["decided_before_popping"] = self.counts.get("decided_before_popping", 0) + (
             not enough
         )

@@ -50,3 +50,32 @@ def test_lean_pooled_episodes_equal_plain_ones(
     )
     fast = _episode(cfg, seed, stop_seed, lean=True)
     assert repr(fast) == repr(_episode(cfg, seed, stop_seed, lean=False))
+
+
+class _CountingChecks(PooledSimulator):
+    """Counts the preemption attempts the read-only check turned down, pool by pool."""
+
+    declined = 0
+
+    def _victims_suffice(self, wkey, need, running=None) -> bool:
+        enough = super()._victims_suffice(wkey, need, running)
+        self.declined += not enough
+        return enough
+
+
+def test_pooled_preemption_attempts_are_decided_before_popping() -> None:
+    # A contended mixed cluster: the check turns attempts down, and the episode is the
+    # one the plain pops give (which push every live entry of a failed attempt back).
+    cfg = SimConfig(
+        scheduler="srtf-est", pools={"a100": 32, "h100": 32}, placement="fastest", load=2.5
+    )
+    lean = _CountingChecks(cfg, 3, record_events=True)
+    plain = _CountingChecks(cfg, 3, record_events=True)
+    plain._lean_passes = False
+    for sim in (lean, plain):
+        while sim.next_decision() is not None:
+            sim.decide(0)
+    assert lean.declined > 0 and plain.declined == 0
+    assert repr((lean.events, lean.metrics(), lean.pool_gpu_hours)) == repr(
+        (plain.events, plain.metrics(), plain.pool_gpu_hours)
+    )

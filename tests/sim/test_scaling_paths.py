@@ -5,7 +5,9 @@ j * K + i); every view built from them must equal the one built from the 2-D
 arrays of the episode.  ``Simulator.run`` pauses the generational collector for
 its loop and must restore it in every case.  With ``srtf-est`` a checkpoint
 flags the job's running-heap entry instead of pushing a new one; the episode
-must be the one an entry per checkpoint gives.
+must be the one an entry per checkpoint gives.  The per-job float columns are
+arrays of doubles: they must hold the episode's values to the bit, and what a
+run leaves in them must be what the same run leaves in lists of floats.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from evalstop_gym import SAMPLE_TRACE, KDeclineRule
 from evalstop_gym.sim import queues
 from evalstop_gym.sim.boundary import JobView
 from evalstop_gym.sim.config import SimConfig
-from evalstop_gym.sim.engine import Simulator
+from evalstop_gym.sim.engine import Simulator, _doubles, _filled
 from evalstop_gym.sim.job import RUNNING, WAITING
+from evalstop_gym.sim.pooled import PooledSimulator
 from evalstop_gym.sim.schedulers import SrtfEst
 
 
@@ -251,3 +254,53 @@ def test_victim_search_on_flagged_entries_is_the_search_on_current_keys(case) ->
         expected.append(j)
         freed += gpus[j]
     assert victims == expected
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True), max_size=40))
+def test_float_columns_keep_every_bit(values: list[float]) -> None:
+    column = _doubles(np.array(values, dtype=np.float64))
+    assert np.array(values, dtype=np.float64).tobytes() == column.tobytes()
+    assert len(_filled(len(values), -0.0)) == len(values)
+
+
+class _ListColumns:
+    """Mixin: the engine with its float columns as lists of Python floats (as before arrays)."""
+
+    FLOATS = (
+        "_arrival", "_duration", "_estimate", "_work", "_seg_start",
+        "_first_start", "_finish", "_gpu_hours", "_work_from",
+    )  # fmt: skip
+
+    def _init_columns(self) -> None:
+        super()._init_columns()  # type: ignore[misc]
+        for name in self.FLOATS:
+            setattr(self, name, list(getattr(self, name)))
+
+
+class _Lists(_ListColumns, Simulator):
+    pass
+
+
+class _PooledLists(_ListColumns, PooledSimulator):
+    pass
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SimConfig(scheduler="srtf-est", load=1.5),
+        SimConfig(scheduler="tiresias", trace=SAMPLE_TRACE, num_gpus=16, restore_h=0.05),
+        SimConfig(pools={"a100": 32, "h100": 32}, placement="fastest", eval_cost_h=0.01),
+    ],
+)
+def test_array_columns_run_as_list_columns(cfg: SimConfig) -> None:
+    arrays = Simulator(cfg, 5, record_events=True)
+    lists = (_Lists if cfg.pools is None else _PooledLists)(cfg, 5, record_events=True)
+    assert all(isinstance(getattr(lists, n), list) for n in _ListColumns.FLOATS)
+    rule = KDeclineRule(2)
+    assert repr(arrays.run(rule)) == repr(lists.run(rule))
+    assert arrays.events == lists.events
+    assert repr(arrays.cluster_metrics()) == repr(lists.cluster_metrics())
+    for name in _ListColumns.FLOATS:
+        assert np.array(getattr(arrays, name)).tobytes() == np.array(getattr(lists, name)).tobytes()
