@@ -36,7 +36,8 @@ def supports(policy: Any) -> bool:
 
     if not isinstance(policy.action_space, spaces.Discrete | spaces.MultiDiscrete):
         return False
-    if "lstm" in type(policy).__name__.lower():
+    name = type(policy).__name__.lower()
+    if "lstm" in name or "recurrent" in name:
         return False
     space = policy.observation_space
     boxes = list(space.spaces.values()) if isinstance(space, spaces.Dict) else [space]
