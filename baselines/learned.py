@@ -303,6 +303,15 @@ class Learned:
         )
         self.name = label or self.meta.get("label") or f"Learned-{self.algo}"
         self._jobs = _JobStates(self.model) if self.algo in RECURRENT_ALGOS else None
+        # Greedy actions of a non-recurrent policy skip ``predict``'s per-call set-up (the
+        # same tensors into the same forward pass: the same actions, bit for bit).
+        from .training.lean_predict import lean_predict, supports
+
+        self._lean_predict = lean_predict
+        self._lean = self._jobs is None and deterministic and supports(self.model.policy)
+        if self._lean:
+            self.model.policy.set_training_mode(False)
+            self._device = self.model.policy.device
         if self._jobs is not None and "evals" not in self.obs_fields:
             raise ValueError(
                 f"{self.path}: a recurrent model needs 'evals' in its observation to tell "
@@ -399,6 +408,8 @@ class Learned:
         x: Any = spaces.flatten(self._dict_space, obs) if self.flatten else obs
         if self._jobs is not None:
             action = self._jobs.predict(x, obs, self.deterministic)
+        elif self._lean and not self.model.policy.training:
+            action = self._lean_predict(self.model.policy, x, self._device)
         else:
             action, _ = self.model.predict(x, deterministic=self.deterministic)
         return int(np.asarray(action).item())

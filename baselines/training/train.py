@@ -32,6 +32,7 @@ from evalstop_gym.fileio import write_hash_record
 
 from ..learned import RECURRENT_ALGOS, algo_class, write_meta
 from .conditioning import check_condition, make_conditioned_env
+from .lean_predict import lean_rollouts
 from .zoo import ENV_WRAPPERS, check_algo, load_hyperparams, load_zoo_config
 
 #: Episode metrics Monitor writes to its CSV at the end of each episode.
@@ -106,6 +107,11 @@ class TrainConfig:
     one call of the policy (:mod:`baselines.training.batch_eval`: the same episodes,
     actions and numbers as SB3's one-by-one ``EvalCallback``, which False plays; a
     recurrent model always plays SB3's way)."""
+    lean_predict: bool = True
+    """Ask the policy for each rollout step's actions without ``predict``'s per-call set-up
+    (:func:`baselines.training.lean_predict.lean_rollouts`: the same tensors into the same
+    forward pass, so the same actions, random draws and weights; False runs SB3's
+    ``predict``)."""
     make_base_env: Any = None
     """A picklable ``() -> env`` (e.g. a ``functools.partial`` of
     :class:`baselines.training.domain_random.DomainRandomised`) that replaces the training
@@ -224,7 +230,8 @@ def train(
         ),
     )
     t0 = time.perf_counter()
-    with unchecked_distributions():
+    lean = lean_rollouts(model) if config.lean_predict else contextlib.nullcontext()
+    with unchecked_distributions(), lean:
         model.learn(
             total_timesteps=config.timesteps,
             callback=callback,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -407,17 +408,50 @@ def detectors_for(
     return out
 
 
-def _boot(
-    values: Callable[[np.ndarray], float], n: int, n_boot: int = N_BOOT, seed: int = 0
-) -> tuple[float, float]:
-    """95 % percentile CI of ``values(index)`` over ``n_boot`` resamples of n runs."""
+@functools.lru_cache(maxsize=8)
+def _resamples(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """The ``n_boot`` resamples of ``n`` runs :func:`_boot` draws, one per row (read-only).
+
+    Drawn one resample at a time, as the bootstrap always drew them (a single draw of
+    shape ``(n_boot, n)`` takes other values from the generator); every statistic of
+    every detector resamples the same rows, so they are drawn once.
+    """
     rng = np.random.default_rng(seed)
-    draws = [values(rng.integers(0, n, n)) for _ in range(n_boot)]
-    draws = [d for d in draws if np.isfinite(d)]
-    if not draws:
+    rows = np.array([rng.integers(0, n, n) for _ in range(n_boot)]).reshape(n_boot, n)
+    rows.flags.writeable = False
+    return rows
+
+
+def _boot(
+    values: Callable[[np.ndarray], float],
+    n: int,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    batch: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[float, float]:
+    """95 % percentile CI of ``values(index)`` over ``n_boot`` resamples of n runs.
+
+    ``batch(rows)``, when given, computes ``values`` of every resample at once (a row of
+    ``rows`` per resample) and must give the very same numbers.
+    """
+    rows = _resamples(n, n_boot, seed)
+    draws = batch(rows) if batch is not None else np.array([values(i) for i in rows], float)
+    draws = draws[np.isfinite(draws)]
+    if not draws.size:
         return float("nan"), float("nan")
     lo, hi = np.percentile(draws, [2.5, 97.5])
     return float(lo), float(hi)
+
+
+def _share(hits: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """Per row, the share of ``of``'s True entries where ``hits`` is True (NaN: none).
+
+    Integer counts divided once: the numbers ``hits[of].mean()`` gives row by row (a
+    mean of booleans is their exact count over their number).
+    """
+    num, den = (hits & of).sum(axis=1), of.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.maximum(den, 1), np.nan)
 
 
 def detection_row(det: Detector, test: Runs, n_boot: int = N_BOOT) -> dict[str, Any]:
@@ -442,6 +476,14 @@ def detection_row(det: Detector, test: Runs, n_boot: int = N_BOOT) -> dict[str, 
     def early(i: np.ndarray) -> float:
         hh = h[i]
         return float((fired[i] & (lead_c[i] >= 0))[hh].mean()) if hh.any() else float("nan")
+
+    # The same statistics over a matrix of resamples (a row each), for the bootstrap.
+    batches: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+        "precision": lambda r: _share(h[r], fired[r]),
+        "recall": lambda r: _share(fired[r], h[r]),
+        "fpr": lambda r: _share(fired[r], ~h[r]),
+        "warned_before_peak": lambda r: _share(fired[r] & (lead_c[r] >= 0), h[r]),
+    }
 
     def lead(arr: np.ndarray) -> Callable[[np.ndarray], float]:
         def f(i: np.ndarray) -> float:
@@ -471,7 +513,7 @@ def detection_row(det: Detector, test: Runs, n_boot: int = N_BOOT) -> dict[str, 
         ("lead_ckpt", lead(lead_c)),
     ):
         row[key] = fn(all_i)
-        row[f"{key}_lo"], row[f"{key}_hi"] = _boot(fn, n, n_boot)
+        row[f"{key}_lo"], row[f"{key}_hi"] = _boot(fn, n, n_boot, batch=batches.get(key))
     return row
 
 
