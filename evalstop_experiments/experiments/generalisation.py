@@ -758,11 +758,14 @@ HELDOUT = "trl-heldout"
 
 
 def task_settings(kw: dict[str, Any]) -> dict[str, float]:
-    """The settings a backward-induction model reads: the task's eval noise and price."""
-    return {
-        "eval_noise": float(kw.get("eval_noise") or 0.0),
-        "gpu_hour_price": kw["gpu_hour_price"],
-    }
+    """The settings a backward-induction model is trained at on ``kw``'s episodes.
+
+    :func:`baselines.backward.settings_for_task`'s, the ones the model is told when it is
+    scored there: on a real-run task the measured eval noise, not the synthetic 0.
+    """
+    from baselines.backward import settings_for_task
+
+    return settings_for_task(kw)
 
 
 def heldout_kwargs(split: str, factor: float = 1.0) -> dict[str, Any] | None:
