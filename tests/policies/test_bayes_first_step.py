@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from baselines.bayes import SHORTCUT_MARGIN, BayesStopper
+from tests.oracles.eval_histories import eval_histories
 
 STOPPERS = {
     "hard-0.12": BayesStopper("hard", 0.12, gpu_hour_price=1.2e-3),
@@ -50,26 +50,11 @@ def block_gain(stopper, job_type, evals, w, top, b):
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    key=st.sampled_from(sorted(STOPPERS)),
-    data=st.data(),
-    seed=st.integers(0, 2**32 - 1),
-    level=st.floats(-0.5, 1.5),
-    spread=st.sampled_from([0.0, 0.02, 0.1, 0.3]),
-    trend=st.floats(-0.05, 0.08),
-    rounded=st.booleans(),
-)
-def test_first_step_count_agrees_with_the_simulated_futures(
-    key, data, seed, level, spread, trend, rounded
-):
+@given(history=eval_histories(STOPPERS, short_of_k=2))  # not the final checkpoint
+def test_first_step_count_agrees_with_the_simulated_futures(history):
     """Sound (a step it settles pays in the full look-ahead) and complete away from ties."""
+    key, job_type, evals = history
     stopper = STOPPERS[key]
-    job_type = data.draw(st.sampled_from(sorted(stopper._families)), label="job_type")
-    n = data.draw(st.integers(1, stopper.k - 2), label="n")  # not the final checkpoint
-    rng = np.random.default_rng(seed)
-    evals = level + trend * np.arange(n) + spread * rng.standard_normal(n)
-    if rounded:
-        evals = np.round(evals, 2)
     pre, w, top, b = look_ahead_inputs(stopper, job_type, evals)
     margin = SHORTCUT_MARGIN * (1.0 + pre.size * (1.0 + np.abs(evals).max()))
     price = stopper._ramp[job_type][1]

@@ -15,9 +15,9 @@ import copy
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from baselines.bayes import BayesStopper
+from tests.oracles.eval_histories import eval_histories
 from tests.oracles.reference_bayes import ReferenceBayes
 
 STOPPERS = {
@@ -41,26 +41,11 @@ FULL = {key: without_shortcut(s) for key, s in STOPPERS.items()}
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    key=st.sampled_from(sorted(STOPPERS)),
-    data=st.data(),
-    seed=st.integers(0, 2**32 - 1),
-    level=st.floats(-0.5, 1.5),
-    spread=st.sampled_from([0.0, 0.02, 0.1, 0.3]),
-    trend=st.floats(-0.05, 0.08),
-    rounded=st.booleans(),
-)
-def test_shortcut_takes_the_full_look_ahead_decision(
-    key, data, seed, level, spread, trend, rounded
-):
+@given(history=eval_histories(STOPPERS, short_of_k=1))
+def test_shortcut_takes_the_full_look_ahead_decision(history):
     """Any evals, any job type: the same decision with the shortcut and without."""
+    key, job_type, evals = history
     stopper = STOPPERS[key]
-    job_type = data.draw(st.sampled_from(sorted(stopper._families)), label="job_type")
-    n = data.draw(st.integers(1, stopper.k - 1), label="n")
-    rng = np.random.default_rng(seed)
-    evals = level + trend * np.arange(n) + spread * rng.standard_normal(n)
-    if rounded:  # ties between evals, and evals that equal simulated ones less often
-        evals = np.round(evals, 2)
     assert stopper.decide(job_type, evals) == FULL[key].decide(job_type, evals)
 
 
