@@ -757,17 +757,6 @@ GENERAL = "general"
 HELDOUT = "trl-heldout"
 
 
-def task_settings(kw: dict[str, Any]) -> dict[str, float]:
-    """The settings a backward-induction model is trained at on ``kw``'s episodes.
-
-    :func:`baselines.backward.settings_for_task`'s, the ones the model is told when it is
-    scored there: on a real-run task the measured eval noise, not the synthetic 0.
-    """
-    from baselines.backward import settings_for_task
-
-    return settings_for_task(kw)
-
-
 def heldout_kwargs(split: str, factor: float = 1.0) -> dict[str, Any] | None:
     """The held-out real-run task's env kwargs on ``split`` (None: the task does not exist)."""
     from evalstop_gym.errors import ConfigError
@@ -783,14 +772,16 @@ def heldout_kwargs(split: str, factor: float = 1.0) -> dict[str, Any] | None:
 
 def lsm_episodes(kw: dict[str, Any], seeds: Sequence[int]) -> list[Any]:
     """Training episodes of one task (its env kwargs) on ``seeds``."""
-    from baselines.backward import TrainingEpisode
+    from baselines.backward import TrainingEpisode, settings_for_task
 
     from ..scoring import episode_arrays
 
+    # What the model is told when it is scored there: on real runs the measured noise.
+    settings = settings_for_task(kw)
     out = []
     for s in seeds:
         ep = episode_arrays(kw, int(s))
-        out.append(TrainingEpisode(ep.arrays, ep.values, task_settings(kw)))
+        out.append(TrainingEpisode(ep.arrays, ep.values, settings))
     return out
 
 
@@ -858,7 +849,7 @@ def train_lsm(
     """
     import time
 
-    from baselines.backward import fit_backward
+    from baselines.backward import fit_backward, settings_for_task
     from evalstop_gym.suite import SUITE_PRICE
 
     t0 = time.process_time()
@@ -879,7 +870,7 @@ def train_lsm(
         if kw is None:
             raise ValueError(f"task {task!r} is not available")
         data = lsm_episodes(kw, range(s, s + n))
-        defaults, tasks = task_settings(kw), {"task": task, "price_factor": factor}
+        defaults, tasks = settings_for_task(kw), {"task": task, "price_factor": factor}
     model = fit_backward(
         data,
         grid=max(ep.arrays.k for ep in data),
@@ -901,14 +892,6 @@ def cell_kwargs(task: str, factor: float, quick: bool = False) -> dict[str, Any]
     kw.pop("n_jobs")  # the suite's own episode size, as E8 plays it
     kw["gpu_hour_price"] = kw["gpu_hour_price"] * factor
     return kw
-
-
-def model_settings(kw: dict[str, Any]) -> dict[str, float]:
-    """What a backward-induction model is told of a task: its noise (real runs: the noise
-    of a measured eval, :func:`baselines.backward.settings_for_task`) and its price."""
-    from baselines.backward import settings_for_task
-
-    return settings_for_task(kw)
 
 
 def reference_runs(
@@ -987,6 +970,7 @@ def lsm_cell_rows(
     """
     import numpy as np
 
+    from baselines.backward import settings_for_task
     from baselines.floors import utilities
     from evalstop_gym.suite import is_heldout
 
@@ -1010,7 +994,7 @@ def lsm_cell_rows(
     refs = reference_runs(kw, seeds, cache)
     u0 = np.array([refs[str(s)]["u0"] for s in seeds])
     uref = np.array([refs[str(s)]["uref"] for s in seeds])
-    settings = model_settings(kw)
+    settings = settings_for_task(kw)
     diffs: dict[str, list[float]] = {}
     where: dict[str, tuple[list[float], int, int]] = {}
     # Held-out real runs: CIs over the test runs, from each job's utility term.

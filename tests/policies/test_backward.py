@@ -185,16 +185,18 @@ def test_a_model_is_trained_at_the_settings_it_is_told_when_scored() -> None:
     """Training episodes carry :func:`settings_for_task`'s settings: on the held-out task's
     train runs the measured noise (not the replay's synthetic 0), elsewhere the task's own."""
     from baselines.backward import settings_for_task
-    from evalstop_experiments.experiments.generalisation import heldout_kwargs, task_settings
+    from evalstop_experiments.experiments.generalisation import heldout_kwargs
 
     train = heldout_kwargs("train", 2.0)
-    assert task_settings(train) == settings_for_task(train)
-    assert task_settings(train)["eval_noise"] > 0.05
-    assert task_settings(train)["gpu_hour_price"] == pytest.approx(
+    (ep,) = _episodes(train, [10_000])
+    assert ep.settings == settings_for_task(train)
+    assert ep.settings["eval_noise"] > 0.05
+    assert ep.settings["gpu_hour_price"] == pytest.approx(
         2 * heldout_kwargs("train")["gpu_hour_price"]
     )
     kw = _kw("grounded-0.05")
-    assert task_settings(kw) == {"eval_noise": 0.05, "gpu_hour_price": kw["gpu_hour_price"]}
+    (ep,) = _episodes(kw, [10_000])
+    assert ep.settings == {"eval_noise": 0.05, "gpu_hour_price": kw["gpu_hour_price"]}
 
 
 def test_shipped_general_model_matches_its_pinned_hash_and_plays() -> None:
