@@ -448,12 +448,20 @@ class BayesStopper:
             price_factor: Multiple of the config's ``gpu_hour_price``.
             real_curve_noise: With ``curves`` (real runs), the eval noise the model
                 assumes at least: a measured eval carries noise of its own that the
-                config's ``eval_noise`` (extra noise, default 0) does not state.
+                config's ``eval_noise`` (extra noise, default 0) does not state.  On
+                one side of a corpus's split (a held-out task), at least the median
+                measured eval sd of its train runs too, the figure the suite's scoring
+                and :func:`baselines.backward.settings_for_task` tell (a test run's own
+                is never read).
         """
         sim = config.sim_config
         noise = sim.eval_noise
         if sim.curves is not None:
             noise = max(noise or 0.0, real_curve_noise)
+            if sim.curve_split != "all":
+                from evalstop_gym.sim.real_curves import corpus_eval_noise
+
+                noise = max(noise, corpus_eval_noise(sim.curves, "train"))
         return cls(
             calibration=sim.calibration,
             eval_noise=noise,

@@ -810,11 +810,8 @@ def references(kw: dict[str, Any]) -> list[Stopper]:
             Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()),
             Stopper(ORACLE, "Oracle", None),
         ]
-    noise = corpus_eval_noise(kw["curves"], "train")
     return [
-        Stopper(
-            BAYES, "Bayes (hard prior)", BayesStopper.from_env_kwargs(kw, real_curve_noise=noise)
-        ),
+        Stopper(BAYES, "Bayes (hard prior)", BayesStopper.from_env_kwargs(kw)),
         Stopper(BAYES_REFIT, "Bayes (refitted on train runs)", refit_bayes(kw)),
         Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()),
         Stopper(ORACLE, "Oracle", None),

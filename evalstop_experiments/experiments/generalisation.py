@@ -915,8 +915,15 @@ def reference_runs(
     store = cache.setdefault(key, {}) if cache is not None else {}
     real = reference_for(kw).value == "Oracle"
     heldout = is_heldout(kw)
+    # A kept Bayes utility counts only if it was played at the noise Bayes assumes now.
+    bayes = BayesStopper.from_env_kwargs(kw) if real else None
     for s in seeds:
-        if str(s) in store and (not heldout or "tref" in store[str(s)]):
+        kept = store.get(str(s))
+        if (
+            kept is not None
+            and (not heldout or "tref" in kept)
+            and (bayes is None or kept.get("bayes_sigma") == bayes.sigma)
+        ):
             continue
         row0, rec = play_episode(NoStop(), int(s), kw)
         ref = reference_stopper(kw)
@@ -928,8 +935,9 @@ def reference_runs(
             "peak": np.asarray(rec.peak_progress, dtype=float).tolist(),
             "job_type": rec.job_type.astype(int).tolist(),
         }
-        if real:
-            entry["ubayes"] = play(kw, int(s), BayesStopper.from_env_kwargs(kw))["utility"]
+        if bayes is not None:
+            entry["ubayes"] = play(kw, int(s), bayes)["utility"]
+            entry["bayes_sigma"] = bayes.sigma
         if heldout:
             # Each job's utility term: a held-out task's CIs resample its test runs.
             entry["tref"] = np.asarray(played["job_terms"], dtype=float).tolist()

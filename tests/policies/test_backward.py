@@ -175,6 +175,25 @@ def test_a_heldout_task_tells_the_measured_noise_of_its_train_runs(model: Backwa
     assert settings_for_task(kw)["eval_noise"] == measured
     assert BackwardStopper(model).bind_task(kw).settings["eval_noise"] == measured
     assert settings_for_task(suite_task("trl-gao"))["eval_noise"] == REAL_CURVE_NOISE
+
+
+def test_every_way_to_the_heldout_bayes_stopper_assumes_the_measured_noise() -> None:
+    """By task name, by either split's env kwargs and as the suite's scoring builds it:
+    the train runs' measured eval sd, what the learned stoppers are told there."""
+    from baselines.backward import settings_for_task
+    from baselines.bayes import REAL_CURVE_NOISE, BayesStopper
+    from evalstop_experiments.scoring import references
+    from evalstop_gym.suite import suite_task
+
+    kw = suite_task("trl-heldout", split="test")
+    told = settings_for_task(kw)["eval_noise"]
+    assert told > REAL_CURVE_NOISE
+    assert BayesStopper.for_task("trl-heldout").sigma == told
+    for split in ("train", "test"):
+        assert BayesStopper.from_env_kwargs(suite_task("trl-heldout", split=split)).sigma == told
+    assert references(kw)[0].policy.sigma == told
+    # A whole-corpus replay is no held-out task: Bayes's floor for real curves.
+    assert BayesStopper.for_task("trl-gao").sigma == REAL_CURVE_NOISE
     assert settings_for_task(_kw("hard-0.12"), 0.5) == {
         "eval_noise": 0.12,
         "gpu_hour_price": pytest.approx(0.5 * _kw("hard-0.12")["gpu_hour_price"]),
