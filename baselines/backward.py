@@ -566,17 +566,11 @@ def settings_for_task(kw: Mapping[str, Any], price_factor: float = 1.0) -> dict[
     both Bayes stoppers there; a test run's own is never read).
     """
     from evalstop_gym.envs.config import EvalStopConfig
-    from evalstop_gym.sim.real_curves import corpus_eval_noise
-    from evalstop_gym.suite import is_heldout
 
-    from .bayes import REAL_CURVE_NOISE
+    from .bayes import assumed_eval_noise
 
     config = EvalStopConfig.from_kwargs(**kw)
-    noise = float(config.sim_config.eval_noise or 0.0)
-    if config.sim_config.curves is not None:
-        noise = max(noise, REAL_CURVE_NOISE)
-        if is_heldout(kw):
-            noise = max(noise, corpus_eval_noise(kw["curves"], "train"))
+    noise = assumed_eval_noise(config.sim_config)
     return {"eval_noise": noise, "gpu_hour_price": float(config.gpu_hour_price) * price_factor}
 
 

@@ -86,6 +86,26 @@ SHORTCUT_MARGIN = 1e-9
 REAL_CURVE_NOISE = 0.05
 
 
+def assumed_eval_noise(sim: Any, real_curve_noise: float = REAL_CURVE_NOISE) -> float:
+    """The eval noise a model of the env of ``sim`` (a ``SimConfig``) assumes: what it is told.
+
+    The noise in effect (:meth:`~evalstop_gym.sim.config.SimConfig.resolved_eval_noise`);
+    on real runs (``curves``) at least ``real_curve_noise``, since a measured eval carries
+    noise of its own that the config's extra ``eval_noise`` does not state, and on one side
+    of a corpus's split (a held-out task) at least the median measured eval sd of its
+    train runs (a test run's own is never read).  Bayes, the backward-induction stoppers
+    and conditioned PPO are all told this figure.
+    """
+    noise = sim.resolved_eval_noise()
+    if sim.curves is not None:
+        noise = max(noise, real_curve_noise)
+        if sim.curve_split != "all":
+            from evalstop_gym.sim.real_curves import corpus_eval_noise
+
+            noise = max(noise, corpus_eval_noise(sim.curves, "train"))
+    return noise
+
+
 def _uniform_moments(lo_hi: tuple[float, float]) -> tuple[float, float]:
     lo, hi = lo_hi
     return (lo + hi) / 2, (hi - lo) ** 2 / 12
@@ -447,21 +467,10 @@ class BayesStopper:
             config: The env's config (``env.env_config``).
             price_factor: Multiple of the config's ``gpu_hour_price``.
             real_curve_noise: With ``curves`` (real runs), the eval noise the model
-                assumes at least: a measured eval carries noise of its own that the
-                config's ``eval_noise`` (extra noise, default 0) does not state.  On
-                one side of a corpus's split (a held-out task), at least the median
-                measured eval sd of its train runs too, the figure the suite's scoring
-                and :func:`baselines.backward.settings_for_task` tell (a test run's own
-                is never read).
+                assumes at least (:func:`assumed_eval_noise`).
         """
         sim = config.sim_config
-        noise = sim.eval_noise
-        if sim.curves is not None:
-            noise = max(noise or 0.0, real_curve_noise)
-            if sim.curve_split != "all":
-                from evalstop_gym.sim.real_curves import corpus_eval_noise
-
-                noise = max(noise, corpus_eval_noise(sim.curves, "train"))
+        noise = assumed_eval_noise(sim, real_curve_noise)
         return cls(
             calibration=sim.calibration,
             eval_noise=noise,

@@ -77,11 +77,15 @@ def task_settings(config: Any) -> np.ndarray:
     """(3,) float32: the eval noise, the GPU-hour price and the evals a run declares, scaled.
 
     ``config`` is an :class:`~evalstop_gym.envs.config.EvalStopConfig` (``env.env_config``).
-    The price enters as a log2 ratio to the suite's price, so 1/2x, 1x and 2x are
-    -1, 0 and 1.
+    The noise is what Bayes and the backward-induction stoppers are told
+    (:func:`baselines.bayes.assumed_eval_noise`: on real runs the noise a measured eval
+    carries, not the config's extra noise alone).  The price enters as a log2 ratio to
+    the suite's price, so 1/2x, 1x and 2x are -1, 0 and 1.
     """
+    from baselines.bayes import assumed_eval_noise
+
     sim = config.sim_config
-    noise = sim.resolved_eval_noise()
+    noise = assumed_eval_noise(sim)
     price = float(config.gpu_hour_price)
     k = sim.resolved_calibration().evals_per_job
     log_price = math.log2(price / PRICE_SCALE) if price > 0 else float(TASK_LOW[1])

@@ -177,9 +177,10 @@ def test_a_heldout_task_tells_the_measured_noise_of_its_train_runs(model: Backwa
     assert settings_for_task(suite_task("trl-gao"))["eval_noise"] == REAL_CURVE_NOISE
 
 
-def test_every_way_to_the_heldout_bayes_stopper_assumes_the_measured_noise() -> None:
-    """By task name, by either split's env kwargs and as the suite's scoring builds it:
-    the train runs' measured eval sd, what the learned stoppers are told there."""
+def test_every_model_of_the_heldout_task_assumes_the_measured_noise() -> None:
+    """Bayes by task name, by either split's env kwargs and as the suite's scoring builds
+    it, and conditioned PPO: the train runs' measured eval sd, what the backward-induction
+    stoppers are told there."""
     from baselines.backward import settings_for_task
     from baselines.bayes import REAL_CURVE_NOISE, BayesStopper
     from evalstop_experiments.scoring import references
@@ -192,6 +193,10 @@ def test_every_way_to_the_heldout_bayes_stopper_assumes_the_measured_noise() -> 
     for split in ("train", "test"):
         assert BayesStopper.from_env_kwargs(suite_task("trl-heldout", split=split)).sigma == told
     assert references(kw)[0].policy.sigma == told
+    # Conditioned PPO's task observation carries the same noise.
+    from baselines.training.conditioning import NOISE_SCALE, task_settings_of
+
+    assert task_settings_of(kw)[0] == np.float32(told / NOISE_SCALE)
     # A whole-corpus replay is no held-out task: Bayes's floor for real curves.
     assert BayesStopper.for_task("trl-gao").sigma == REAL_CURVE_NOISE
     assert settings_for_task(_kw("hard-0.12"), 0.5) == {
