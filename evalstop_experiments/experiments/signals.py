@@ -450,8 +450,7 @@ def _share(hits: np.ndarray, of: np.ndarray) -> np.ndarray:
     mean of booleans is their exact count over their number).
     """
     num, den = (hits & of).sum(axis=1), of.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.maximum(den, 1), np.nan)
+    return np.where(den > 0, num / np.maximum(den, 1), np.nan)
 
 
 def detection_row(det: Detector, test: Runs, n_boot: int = N_BOOT) -> dict[str, Any]:
