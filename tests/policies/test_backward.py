@@ -175,6 +175,10 @@ def test_a_heldout_task_tells_the_measured_noise_of_its_train_runs(model: Backwa
     assert settings_for_task(kw)["eval_noise"] == measured
     assert BackwardStopper(model).bind_task(kw).settings["eval_noise"] == measured
     assert settings_for_task(suite_task("trl-gao"))["eval_noise"] == REAL_CURVE_NOISE
+    assert settings_for_task(_kw("hard-0.12"), 0.5) == {
+        "eval_noise": 0.12,
+        "gpu_hour_price": pytest.approx(0.5 * _kw("hard-0.12")["gpu_hour_price"]),
+    }
 
 
 def test_every_model_of_the_heldout_task_assumes_the_measured_noise() -> None:
@@ -183,6 +187,7 @@ def test_every_model_of_the_heldout_task_assumes_the_measured_noise() -> None:
     stoppers are told there."""
     from baselines.backward import settings_for_task
     from baselines.bayes import REAL_CURVE_NOISE, BayesStopper
+    from baselines.training.conditioning import NOISE_SCALE, task_settings_of
     from evalstop_experiments.scoring import references
     from evalstop_gym.suite import suite_task
 
@@ -194,15 +199,9 @@ def test_every_model_of_the_heldout_task_assumes_the_measured_noise() -> None:
         assert BayesStopper.from_env_kwargs(suite_task("trl-heldout", split=split)).sigma == told
     assert references(kw)[0].policy.sigma == told
     # Conditioned PPO's task observation carries the same noise.
-    from baselines.training.conditioning import NOISE_SCALE, task_settings_of
-
     assert task_settings_of(kw)[0] == np.float32(told / NOISE_SCALE)
     # A whole-corpus replay is no held-out task: Bayes's floor for real curves.
     assert BayesStopper.for_task("trl-gao").sigma == REAL_CURVE_NOISE
-    assert settings_for_task(_kw("hard-0.12"), 0.5) == {
-        "eval_noise": 0.12,
-        "gpu_hour_price": pytest.approx(0.5 * _kw("hard-0.12")["gpu_hour_price"]),
-    }
 
 
 def test_a_model_is_trained_at_the_settings_it_is_told_when_scored() -> None:
