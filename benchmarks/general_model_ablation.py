@@ -1,7 +1,7 @@
 """How much of the general model's gap to Bayes is the regime it is not told: a diagnostic.
 
     python benchmarks/general_model_ablation.py [--variants shipped,told,hard-only,estimated] \\
-        [--seeds 30] [--hard-episodes 1920] [--out /tmp/general-ablation]
+        [--seeds 30] [--hard-episodes 1920] [--pooling] [--out /tmp/general-ablation]
 
 The general backward-induction model (``pretrained:general``) is trained on a mixture
 of the four regimes and is told the eval noise and the GPU-hour price, not the
@@ -28,6 +28,11 @@ synthetic suite tasks at 1/2x, 1x and 2x the suite's price, against Bayes, on
   averaged under those classifiers' probabilities of the regimes;
 * ``experts-told``: those experts, each task played by its own regime's (told, as
   ``told`` is: what routing by a known regime would buy).
+
+``--pooling`` first prints how often the regime classifiers, their log-probabilities
+summed over the first m jobs of an episode (held-out episodes of the general model's
+distribution), name the episode's regime: what a stopper pooling evidence over the
+jobs it has seen could route by.
 
 Prints a line per cell (score of each model, its 95 % CI over the seeds, where it
 stops: the median end after a hacking run's true peak, as a share of the run, and
@@ -146,6 +151,35 @@ def regime_classifiers(data: list[Any], regimes: list[int]) -> tuple[dict, dict]
                 held_out[(id(data[e].arrays), i)] = p[at : at + len(a)]
                 at += len(a)
     return models, held_out
+
+
+#: ``--pooling``: held-out episodes of the general model's distribution (their own seeds).
+POOLING_EPISODES, POOLING_SEED = 200, 90_000
+
+
+def pooled_regime_accuracy(models: dict, grid: int) -> None:
+    """Print how often the regime classifiers, their log-probabilities summed over an
+    episode's first m jobs at a share of their run, name the episode's regime."""
+    test = gen.general_episodes(POOLING_EPISODES, POOLING_SEED)
+    regimes = episode_regimes(POOLING_EPISODES, POOLING_SEED)
+    for share in (0.3, 0.5):
+        for m in (1, 3, 5, 10, 20):
+            right = 0
+            for ep, r in zip(test, regimes, strict=True):
+                a = ep.arrays
+                i = max(1, round(share * a.k))
+                x = backward._features_at(
+                    a, np.arange(min(m, a.evals.shape[0])), i, ep.settings, True
+                )
+                c = models[backward.bucket_of(i, a.k, grid)]
+                p = np.full((len(x), len(gen.GENERAL_REGIMES)), 1e-6)
+                p[:, c.classes_] = c.predict_proba(x)
+                right += int(np.log(p).sum(axis=0).argmax() == r)
+            print(
+                f"regime of the episode from its first {m:2d} jobs at {share:.0%} of their run: "
+                f"right in {right / len(test):.3f} of {len(test)} episodes",
+                flush=True,
+            )
 
 
 def one_hot(r: int, n: int) -> np.ndarray:
@@ -280,6 +314,11 @@ def main() -> None:
     ap.add_argument("--variants", default="shipped,told,hard-only,estimated")
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--hard-episodes", type=int, default=gen.GENERAL_EPISODES)
+    ap.add_argument(
+        "--pooling",
+        action="store_true",
+        help="also print how well the regime classifiers name an episode's regime from m jobs",
+    )
     ap.add_argument("--out", default="/tmp/general-ablation")
     args = ap.parse_args()
     variants = args.variants.split(",")
@@ -298,11 +337,13 @@ def main() -> None:
     results: dict[str, dict] = {}
     data: list[Any] = []
     regimes: list[int] = []
-    if set(variants) - {"shipped", "hard-only"}:
+    if set(variants) - {"shipped", "hard-only"} or args.pooling:
         n, seed = gen.GENERAL_EPISODES, gen.GENERAL_TRAIN_SEED
         data, regimes = gen.general_episodes(n, seed), episode_regimes(n, seed)
         if len(data) != len(regimes):
             raise SystemExit(f"{len(data)} episodes against {len(regimes)} replayed regimes")
+    if args.pooling:
+        pooled_regime_accuracy(regime_classifiers(data, regimes)[0], max(e.arrays.k for e in data))
     for v in variants:
         t0 = time.process_time()
         stopper, columns = build(v, data, regimes, args.hard_episodes)
