@@ -1,7 +1,8 @@
-"""How much of the general model's gap to Bayes is the regime it is not told: a diagnostic.
+"""Where the general model's gap to Bayes comes from (the regime it is not told): diagnostics.
 
-    python benchmarks/general_model_ablation.py [--variants shipped,told,hard-only,estimated] \\
-        [--seeds 30] [--hard-episodes 1920] [--pooling] [--out /tmp/general-ablation]
+    python benchmarks/general_model_ablation.py \\
+        [--variants shipped,told,hard-only,estimated,experts,experts-told] [--seeds 30] \\
+        [--hard-episodes 1920] [--pooling] [--out /tmp/general-ablation]
 
 The general backward-induction model (``pretrained:general``) is trained on a mixture
 of the four regimes and is told the eval noise and the GPU-hour price, not the
@@ -311,7 +312,7 @@ def score(stopper: Any, cache: dict, n_seeds: int, cells: list, columns: Any = N
 def main() -> None:
     """Build the variants, score them, print the table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", default="shipped,told,hard-only,estimated")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--seeds", type=int, default=30)
     ap.add_argument("--hard-episodes", type=int, default=gen.GENERAL_EPISODES)
     ap.add_argument(
