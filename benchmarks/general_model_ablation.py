@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import sys
 import time
@@ -105,11 +106,12 @@ def extra_columns(column_fn: Any) -> Iterator[None]:
         backward.FEATURE_SETS.update(sets)
 
 
-def fit(data: list[Any]) -> Any:
-    """The general model's fit (``train_lsm("general")``'s settings) on ``data``."""
+def fit(data: list[Any], grid: int | None = None) -> Any:
+    """The general model's fit (``train_lsm("general")``'s settings) on ``data``
+    (``grid``: its decision buckets, default the most checkpoints of an episode)."""
     return backward.fit_backward(
         data,
-        grid=max(ep.arrays.k for ep in data),
+        grid=grid or max(ep.arrays.k for ep in data),
         params=gen.GENERAL_PARAMS,
         default_settings={"eval_noise": 0.08, "gpu_hour_price": SUITE_PRICE},
     )
@@ -183,6 +185,11 @@ def pooled_regime_accuracy(models: dict, grid: int) -> None:
             )
 
 
+def regime_of(task: str) -> int:
+    """The regime index of a synthetic suite task (``hard-0.12``: ``hard``'s)."""
+    return gen.GENERAL_REGIMES.index(task.split("-")[0])
+
+
 def one_hot(r: int, n: int) -> np.ndarray:
     """(n, regimes) rows of the one-hot of regime ``r``."""
     z = np.zeros((n, len(gen.GENERAL_REGIMES)))
@@ -190,8 +197,13 @@ def one_hot(r: int, n: int) -> np.ndarray:
     return z
 
 
-def build(variant: str, data: list[Any], regimes: list[int], hard_episodes: int) -> tuple[Any, Any]:
-    """A variant's stopper, and ``task -> its extra columns`` (None: it reads none)."""
+def build(
+    variant: str, data: list[Any], regimes: list[int], hard_episodes: int, classifiers: Any
+) -> tuple[Any, Any]:
+    """A variant's stopper, and ``task -> its extra columns`` (None: it reads none).
+
+    ``classifiers()``: :func:`regime_classifiers` of ``data`` (fitted once per run).
+    """
     if variant == "shipped":
         return backward.BackwardStopper.pretrained("general", label="model"), None
     if variant == "hard-only":
@@ -207,10 +219,9 @@ def build(variant: str, data: list[Any], regimes: list[int], hard_episodes: int)
         by_arrays = {id(ep.arrays): r for ep, r in zip(data, regimes, strict=True)}
         with extra_columns(lambda a, rows, i, x: one_hot(by_arrays[id(a)], len(x))):
             model = fit(data)
-        regime_of = {t: gen.GENERAL_REGIMES.index(t.split("-")[0]) for t in gen.SUITE_SYNTHETIC}
 
         def told(task: str) -> Any:
-            return lambda a, rows, i, x: one_hot(regime_of[task], len(x))
+            return lambda a, rows, i, x: one_hot(regime_of(task), len(x))
 
         return backward.BackwardStopper(model, label="model"), told
     grid = max(ep.arrays.k for ep in data)
@@ -218,18 +229,12 @@ def build(variant: str, data: list[Any], regimes: list[int], hard_episodes: int)
         experts = []
         for r in range(len(gen.GENERAL_REGIMES)):
             mine = [ep for ep, got in zip(data, regimes, strict=True) if got == r]
-            experts.append(
-                backward.fit_backward(
-                    mine,
-                    grid=grid,
-                    params=gen.GENERAL_PARAMS,
-                    default_settings={"eval_noise": 0.08, "gpu_hour_price": SUITE_PRICE},
-                )
-            )
+            experts.append(fit(mine, grid))
         if variant == "experts-told":
             return Gated(experts, None, grid), None
-        return Gated(experts, regime_classifiers(data, regimes)[0], grid), None
-    models, held_out = regime_classifiers(data, regimes)
+        return Gated(experts, classifiers()[0], grid), None
+    models, fitted_rows = classifiers()
+    held_out = dict(fitted_rows)  # emptied after the fit; the run's own copy is kept
 
     def estimate(a: Any, rows: np.ndarray, i: int, x: np.ndarray) -> np.ndarray:
         got = held_out.get((id(a), i))
@@ -257,7 +262,7 @@ class Gated:
 
     def tell_regime(self, task: str) -> None:
         """Told the regime: the task's (only without classifiers)."""
-        self.regime = gen.GENERAL_REGIMES.index(task.split("-")[0])
+        self.regime = regime_of(task)
 
     def set_settings(self, settings: dict[str, float]) -> None:
         """The task's settings, as :meth:`BackwardStopper.set_settings` takes them."""
@@ -343,11 +348,13 @@ def main() -> None:
         data, regimes = gen.general_episodes(n, seed), episode_regimes(n, seed)
         if len(data) != len(regimes):
             raise SystemExit(f"{len(data)} episodes against {len(regimes)} replayed regimes")
+    # Fitted the first time a variant (or --pooling) asks: 190-290 CPU-s, once per run.
+    classifiers = functools.cache(lambda: regime_classifiers(data, regimes))
     if args.pooling:
-        pooled_regime_accuracy(regime_classifiers(data, regimes)[0], max(e.arrays.k for e in data))
+        pooled_regime_accuracy(classifiers()[0], max(e.arrays.k for e in data))
     for v in variants:
         t0 = time.process_time()
-        stopper, columns = build(v, data, regimes, args.hard_episodes)
+        stopper, columns = build(v, data, regimes, args.hard_episodes, classifiers)
         train_s = time.process_time() - t0
         results[v] = score(stopper, cache, args.seeds, cells, columns)
         cache_path.write_text(json.dumps(cache))
