@@ -732,7 +732,7 @@ class BackwardStopper:
             if not self.model.has_bucket(bucket) or not alive.any():
                 continue
             rows = np.flatnonzero(alive)
-            x = _features_at(arrays, rows, i, self.settings, self.model.smoothed)
+            x = features_at(arrays, rows, i, self.settings, self.model.smoothed)
             stop = self.model.predict(bucket, x) < 0.0
             end[rows[stop]] = i
             alive[rows[stop]] = False
@@ -744,7 +744,7 @@ class BackwardStopper:
         return f"BackwardStopper({self.path!r}, {shown})"
 
 
-def _features_at(
+def features_at(
     arrays: EpisodeArrays,
     rows: np.ndarray,
     i: int,
@@ -860,7 +860,7 @@ def _fit(
         for e, i in parts:
             ep = episodes[e]
             rows = np.arange(ep.arrays.evals.shape[0])
-            xs.append(_features_at(ep.arrays, rows, i, ep.settings, smoothed))
+            xs.append(features_at(ep.arrays, rows, i, ep.settings, smoothed))
             ys.append(cont[e] - ep.values[:, i - 1])
         x, y = np.concatenate(xs), np.concatenate(ys)
         # A feature no row has yet (the 6th-last eval at the 3rd decision) is a constant to
@@ -890,10 +890,10 @@ def _fit(
         "episodes": len(episodes),
         **({"record": dict(record)} if record else {}),
     }
-    return _pack(trees[::-1], baselines[::-1], buckets[::-1], meta)
+    return pack_model(trees[::-1], baselines[::-1], buckets[::-1], meta)
 
 
-def _pack(
+def pack_model(
     trees: list[list[np.ndarray]], baselines: list[float], buckets: list[int], meta: dict
 ) -> BackwardModel:
     """Concatenate scikit-learn's per-tree node records into one model's arrays."""

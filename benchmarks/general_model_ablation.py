@@ -1,8 +1,8 @@
 """Where the general model's gap to Bayes comes from (the regime it is not told): diagnostics.
 
     python benchmarks/general_model_ablation.py \\
-        [--variants shipped,told,hard-only,estimated,experts,experts-told] [--seeds 30] \\
-        [--hard-episodes 1920] [--pooling] [--out /tmp/general-ablation]
+        [--variants shipped,told,hard-only,estimated,experts,experts-told,pooled] [--seeds 30] \\
+        [--hard-episodes 1920] [--prices 0.5,1,2] [--pooling] [--out /tmp/general-ablation]
 
 The general backward-induction model (``pretrained:general``) is trained on a mixture
 of the four regimes and is told the eval noise and the GPU-hour price, not the
@@ -28,7 +28,11 @@ synthetic suite tasks at 1/2x, 1x and 2x the suite's price, against Bayes, on
   regime (the shipped recipe's data, split), their predicted gains of continuing
   averaged under those classifiers' probabilities of the regimes;
 * ``experts-told``: those experts, each task played by its own regime's (told, as
-  ``told`` is: what routing by a known regime would buy).
+  ``told`` is: what routing by a known regime would buy);
+* ``pooled``: :class:`baselines.routed.RoutedStopper`, the package's router: the same
+  experts, routed by regime evidence pooled over the jobs seen so far in the episode
+  (classifiers that do not read the task settings); played in time order, so it costs
+  seconds per episode (its model is kept in ``OUT/pooled.npz``).
 
 ``--pooling`` first prints how often the regime classifiers, their log-probabilities
 summed over the first m jobs of an episode (held-out episodes of the general model's
@@ -39,7 +43,7 @@ Prints a line per cell (score of each model, its 95 % CI over the seeds, where i
 stops: the median end after a hacking run's true peak, as a share of the run, and
 the share of healthy RLHF runs stopped) and each model's mean score and count of
 cells >= 0.85 of Bayes.  NoStop and Bayes runs are kept in ``OUT/refs.json``.  The
-variants are built here, by wrapping :func:`baselines.backward._features_at` in
+variants are built here, by wrapping :func:`baselines.backward.features_at` in
 this process; nothing of the package changes.
 """
 
@@ -64,7 +68,7 @@ from evalstop_experiments.experiments import generalisation as gen
 from evalstop_gym.suite import SUITE_PRICE
 
 #: The models this script builds (see the module docstring).
-VARIANTS = ("shipped", "told", "hard-only", "estimated", "experts", "experts-told")
+VARIANTS = ("shipped", "told", "hard-only", "estimated", "experts", "experts-told", "pooled")
 #: Development seeds: disjoint from the test seeds (0..29), the validation seeds the
 #: floors are tuned on and the training seeds (from 20 000).
 DEV_SEED = 3000
@@ -75,33 +79,26 @@ CLASSIFIER = {"max_iter": 40, "max_leaf_nodes": 15, "min_samples_leaf": 40, "ran
 
 
 def episode_regimes(n: int, seed: int) -> list[int]:
-    """The regime index of each of ``general_episodes(n, seed)``'s episodes, by replaying its draws."""
-    rng = np.random.default_rng(seed)
-    weights = gen.GENERAL_REGIME_WEIGHTS
-    pool = [r for r, w in zip(gen.GENERAL_REGIMES, weights, strict=True) for _ in range(w)]
-    out = []
-    for _ in range(n):
-        out.append(gen.GENERAL_REGIMES.index(pool[int(rng.integers(len(pool)))]))
-        rng.uniform(), rng.uniform()  # the noise and the price factor
-    return out
+    """The regime index of each of ``general_episodes(n, seed)``'s episodes."""
+    return [gen.GENERAL_REGIMES.index(r) for r, _, _ in gen.general_draws(n, seed)]
 
 
 @contextlib.contextmanager
 def extra_columns(column_fn: Any) -> Iterator[None]:
     """Append ``column_fn(arrays, rows, i, x)``'s four columns to every feature row."""
-    plain, sets = backward._features_at, dict(backward.FEATURE_SETS)
+    plain, sets = backward.features_at, dict(backward.FEATURE_SETS)
 
     def features_at(arrays, rows, i, settings, smoothed=False):  # type: ignore[no-untyped-def]
         x = plain(arrays, rows, i, settings, smoothed)
         return np.concatenate([x, column_fn(arrays, rows, i, x)], axis=1)
 
     names = tuple(f"regime_{r}" for r in gen.GENERAL_REGIMES)
-    backward._features_at = features_at
+    backward.features_at = features_at
     backward.FEATURE_SETS["smoothed"] = sets["smoothed"] + names
     try:
         yield
     finally:
-        backward._features_at = plain
+        backward.features_at = plain
         backward.FEATURE_SETS.clear()
         backward.FEATURE_SETS.update(sets)
 
@@ -135,7 +132,7 @@ def regime_classifiers(data: list[Any], regimes: list[int]) -> tuple[dict, dict]
             if not parts:
                 continue
             xs = [
-                backward._features_at(
+                backward.features_at(
                     data[e].arrays, np.arange(data[e].values.shape[0]), i, data[e].settings, True
                 )
                 for e, i in parts
@@ -156,6 +153,8 @@ def regime_classifiers(data: list[Any], regimes: list[int]) -> tuple[dict, dict]
     return models, held_out
 
 
+#: Where ``pooled`` keeps its model (set from ``--out``).
+POOLED_PATH = Path("/tmp/general-ablation/pooled.npz")
 #: ``--pooling``: held-out episodes of the general model's distribution (their own seeds).
 POOLING_EPISODES, POOLING_SEED = 200, 90_000
 
@@ -171,7 +170,7 @@ def pooled_regime_accuracy(models: dict, grid: int) -> None:
             for ep, r in zip(test, regimes, strict=True):
                 a = ep.arrays
                 i = max(1, round(share * a.k))
-                x = backward._features_at(
+                x = backward.features_at(
                     a, np.arange(min(m, a.evals.shape[0])), i, ep.settings, True
                 )
                 c = models[backward.bucket_of(i, a.k, grid)]
@@ -206,6 +205,20 @@ def build(
     """
     if variant == "shipped":
         return backward.BackwardStopper.pretrained("general", label="model"), None
+    if variant == "pooled":
+        from baselines.routed import RoutedModel, RoutedStopper, fit_routed
+
+        if not POOLED_PATH.exists():
+            fit_routed(
+                data,
+                regimes,
+                gen.GENERAL_REGIMES,
+                prior=gen.GENERAL_REGIME_WEIGHTS,
+                params=gen.GENERAL_PARAMS,
+                label="Routed[general]",
+                default_settings={"eval_noise": 0.08, "gpu_hour_price": SUITE_PRICE},
+            ).save(POOLED_PATH)
+        return RoutedStopper(RoutedModel.load(POOLED_PATH), label="model"), None
     if variant == "hard-only":
         n, seed = hard_episodes, gen.GENERAL_TRAIN_SEED
         drawn = gen.GENERAL_REGIMES, gen.GENERAL_REGIME_WEIGHTS
@@ -277,7 +290,7 @@ class Gated:
             if not alive.any():
                 continue
             rows = np.flatnonzero(alive)
-            x = backward._features_at(arrays, rows, i, self.settings, True)
+            x = backward.features_at(arrays, rows, i, self.settings, True)
             p = np.zeros((len(x), len(self.experts)))
             if self.classifiers is None:
                 p[:, self.regime] = 1.0
@@ -325,8 +338,15 @@ def main() -> None:
         action="store_true",
         help="also print how well the regime classifiers name an episode's regime from m jobs",
     )
+    ap.add_argument("--prices", default=",".join(f"{f:g}" for f in gen.LSM_PRICES))
     ap.add_argument("--out", default="/tmp/general-ablation")
     args = ap.parse_args()
+    try:
+        prices = [float(f) for f in args.prices.split(",")]
+    except ValueError:
+        ap.error(f"--prices={args.prices}: comma-separated numbers among {gen.LSM_PRICES}")
+    if not set(prices) <= set(gen.LSM_PRICES):
+        ap.error(f"--prices={args.prices}: each among {gen.LSM_PRICES}")
     variants = args.variants.split(",")
     unknown = set(variants) - set(VARIANTS)
     if unknown:
@@ -339,7 +359,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     cache_path = out / "refs.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    cells = [(t, f) for f in gen.LSM_PRICES for t in gen.SUITE_SYNTHETIC]
+    cells = [(t, f) for f in prices for t in gen.SUITE_SYNTHETIC]
+    global POOLED_PATH
+    POOLED_PATH = out / "pooled.npz"
     results: dict[str, dict] = {}
     data: list[Any] = []
     regimes: list[int] = []

@@ -785,14 +785,10 @@ def lsm_episodes(kw: dict[str, Any], seeds: Sequence[int]) -> list[Any]:
     return out
 
 
-def general_episodes(
-    n: int = GENERAL_EPISODES, seed: int = GENERAL_TRAIN_SEED, jobs: int | None = GENERAL_JOBS
-) -> list[Any]:
-    """``n`` episodes of the general model's distribution, episode e on seed ``seed + e``.
-
-    ``jobs``: keep that many of each episode's jobs, drawn without replacement from
-    a stream of the episode's own (None: every job).
-    """
+def general_draws(
+    n: int = GENERAL_EPISODES, seed: int = GENERAL_TRAIN_SEED
+) -> list[tuple[str, float, float]]:
+    """The (regime, eval noise, price factor) of each of :func:`general_episodes`' episodes."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -800,10 +796,25 @@ def general_episodes(
         r for r, w in zip(GENERAL_REGIMES, GENERAL_REGIME_WEIGHTS, strict=True) for _ in range(w)
     ]
     out = []
-    for e in range(n):
+    for _ in range(n):
         cal = pool[int(rng.integers(len(pool)))]
         noise = float(np.exp(rng.uniform(*np.log(GENERAL_NOISE))))
         factor = float(np.exp(rng.uniform(*np.log(GENERAL_PRICE_FACTOR))))
+        out.append((cal, noise, factor))
+    return out
+
+
+def general_episodes(
+    n: int = GENERAL_EPISODES, seed: int = GENERAL_TRAIN_SEED, jobs: int | None = GENERAL_JOBS
+) -> list[Any]:
+    """``n`` episodes of the general model's distribution (:func:`general_draws`), episode e
+    on seed ``seed + e``.
+
+    ``jobs``: keep that many of each episode's jobs, drawn without replacement from
+    a stream of the episode's own (None: every job).
+    """
+    out = []
+    for e, (cal, noise, factor) in enumerate(general_draws(n, seed)):
         kw = env_kwargs(f"{cal}-{noise:.4f}", factor)
         got = lsm_episodes(kw, [seed + e])
         out += got if jobs is None else [_some_jobs(ep, jobs, seed + e) for ep in got]
@@ -973,12 +984,14 @@ def lsm_cell_rows(
 
     ``stoppers``: name -> a :class:`~baselines.backward.BackwardStopper`, told the cell's
     settings here.  Their utilities are computed from the episodes' observation arrays
-    (exact for a per-job stopper: a test checks them against played episodes); NoStop and
-    the reference are played (:func:`reference_runs`).
+    (exact for a per-job stopper: a test checks them against played episodes); a
+    ``stateful`` one (:class:`~baselines.routed.RoutedStopper`) is played, in time order;
+    NoStop and the reference are played (:func:`reference_runs`).
     """
     import numpy as np
 
     from baselines.backward import settings_for_task
+    from baselines.evaluate import play_episode
     from baselines.floors import utilities
     from evalstop_gym.suite import is_heldout
 
@@ -1014,7 +1027,11 @@ def lsm_cell_rows(
         ends = {"Best floor": floor.family.ends([floor.policy], ep.arrays)[0]}
         for name, st in stoppers.items():
             st.set_settings(settings)
-            ends[name] = st.ends(ep.arrays)
+            if getattr(st, "stateful", False):
+                # Decisions that depend on the jobs seen before: played in time order.
+                ends[name] = np.asarray(play_episode(st, int(s), kw)[1].ckpt_done)
+            else:
+                ends[name] = st.ends(ep.arrays)
         if terms is not None:
             terms.setdefault("NoStop", []).append(ep.values[:, k - 1] - ep.values[:, 0])
         for name, e in ends.items():

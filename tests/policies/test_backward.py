@@ -59,7 +59,7 @@ def test_array_trees_predict_what_scikit_learn_predicts() -> None:
         "default_settings": {"eval_noise": 0.1, "gpu_hour_price": 1e-3},
     }
     trees = [[p[0].nodes for p in reg._predictors]]
-    m = backward._pack(trees, [float(reg._baseline_prediction.ravel()[0])], [2], meta)
+    m = backward.pack_model(trees, [float(reg._baseline_prediction.ravel()[0])], [2], meta)
     np.testing.assert_allclose(m.predict(2, x), reg.predict(x), rtol=0, atol=1e-12)
 
 

@@ -1,0 +1,553 @@
+"""A routed backward-induction stopper: one model per regime, chosen by pooled evidence.
+
+One backward-induction model (:mod:`baselines.backward`) fitted on a mixture of
+regimes shares its trees between regimes whose best decisions differ (the ``hard``
+regime's healthy runs rise to the end, ``grounded``'s fall).  A
+:class:`RoutedStopper` holds one model per regime (its *experts*) and, per
+decision bucket, a classifier of the regime from the same features.  Which expert
+decides is read from evidence a platform has: the jobs of an episode share their
+regime, so the stopper **pools** the classifier's log-probabilities over the jobs
+it has seen (each job counts once, at its decision :func:`evidence_index`, half-way
+through its run) and adds the deciding job's own.  The experts' predicted gains of
+continuing are averaged under the resulting posterior over regimes; it stops when
+the average is below 0.
+
+The stopper is therefore *stateful*: :meth:`RoutedStopper.reset` clears the
+evidence (``play_episode`` calls it at the start of every episode), and its
+decisions depend on the order the jobs were seen in.  It is scored by playing
+episodes in time order, never from :func:`~baselines.floors.EpisodeArrays` (which
+hold no timeline): ``stateful = True`` tells the harness.
+
+A model file is an ``.npz`` whose members are the experts' and the classifiers'
+own backward-model files (each parsed and checked by
+:meth:`~baselines.backward.BackwardModel.from_bytes`) and a JSON metadata member;
+it is read with ``allow_pickle=False`` once its SHA-256 matches, as every model is.
+A classifier of R regimes is stored as R backward models, model r holding the trees
+and baseline of regime r's raw score (scikit-learn's ``decision_function``); its
+probabilities are their softmax.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import math
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalstop_gym.errors import ConfigError
+
+from .backward import (
+    DEFAULT_FEATURES,
+    FEATURE_SETS,
+    FORMAT,
+    MAX_MEMBER_BYTES,
+    SETTINGS,
+    BackwardModel,
+    BackwardStopper,
+    ModelFileError,
+    TrainingEpisode,
+    bucket_of,
+    feature_matrix,
+    features_at,
+    fit_backward,
+    member_count,
+    pack_model,
+    read_model_bytes,
+)
+from .floors import EpisodeArrays
+
+#: The format tag of a routed model file's metadata.
+ROUTED_FORMAT = "evalstop-gym-routed-1"
+#: The metadata member (JSON bytes as a uint8 array).
+ROUTED_META = "routed_json"
+#: The most regimes a routed model may hold.
+MAX_REGIMES = 16
+#: The regime classifiers' scikit-learn settings (``HistGradientBoostingClassifier``).
+CLASSIFIER_PARAMS: dict[str, Any] = {
+    "max_iter": 40,
+    "max_leaf_nodes": 15,
+    "min_samples_leaf": 40,
+    "random_state": 0,
+}
+#: Features the regime classifiers never read (zeroed): the task settings.  They are
+#: drawn per training episode independently of the regime, so a classifier reading them
+#: learns which episode a row came from (training accuracy 1.0 on 60 episodes) and
+#: names a suite task's regime by the training episode nearest its noise and price.
+CLASSIFIER_MASKED: tuple[str, ...] = ("eval_noise", "price_milli", "remaining_cost")
+#: A regime's probability is floored here before its log is pooled: one confident
+#: misreading cannot rule a regime out for the rest of the episode.
+PROB_FLOOR = 1e-6
+#: Experts whose posterior weight is below this are not evaluated (their share of the
+#: average is below it too).
+MIN_WEIGHT = 1e-6
+#: Folder and pinned SHA-256 of the shipped routed models (``<name>.npz``).
+PRETRAINED_DIR = Path(__file__).with_name("pretrained")
+PRETRAINED: dict[str, str] = {}
+
+
+def evidence_index(k: int, share: float) -> int:
+    """The decision (evals seen) of a ``k``-checkpoint job at which it adds its evidence."""
+    return min(k - 1, max(1, round(share * k)))
+
+
+@dataclass(frozen=True, eq=False)
+class RoutedModel:
+    """Per-regime experts and per-bucket regime classifiers (what a routed model file holds).
+
+    Attributes:
+        experts: One backward model per regime (the regime's gain of continuing).
+        scores: One backward model per regime: its raw classifier score per bucket (a
+            bucket a regime never reached in training has no model: probability 0).
+        meta: ``regimes`` (names), ``prior`` (their training weights), ``share`` (where a
+            job adds its evidence), ``grid``, ``default_settings``, the training record.
+    """
+
+    experts: tuple[BackwardModel, ...]
+    scores: tuple[BackwardModel, ...]
+    meta: dict[str, Any]
+
+    @property
+    def regimes(self) -> list[str]:
+        """The regime names, in the order of the experts."""
+        return list(self.meta["regimes"])
+
+    @property
+    def grid(self) -> int:
+        """Decision buckets per run (shared by every expert and classifier)."""
+        return int(self.meta["grid"])
+
+    @property
+    def smoothed(self) -> bool:
+        """Whether the models read the smoothed feature set."""
+        return self.experts[0].smoothed
+
+    @functools.cached_property
+    def _masked(self) -> list[int]:
+        names = self.experts[0].meta["features"]
+        return [names.index(f) for f in self.meta["classifier_masked"]]
+
+    def log_probs(self, bucket: int, x: np.ndarray) -> np.ndarray | None:
+        """(n, R) the regime classifier's floored log-probabilities (None: no classifier there)."""
+        have = [r for r, m in enumerate(self.scores) if m.has_bucket(bucket)]
+        if not have:
+            return None
+        x = np.array(x, dtype=float)
+        x[:, self._masked] = 0.0
+        raw = np.full((len(x), len(self.scores)), -np.inf)
+        for r in have:
+            raw[:, r] = self.scores[r].predict(bucket, x)
+        raw -= raw.max(axis=1, keepdims=True)
+        p = np.exp(raw)
+        p /= p.sum(axis=1, keepdims=True)
+        return np.log(np.maximum(p, PROB_FLOOR))
+
+    def gain(self, bucket: int, x: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+        """(n,) the experts' gains of continuing averaged under ``weights`` (n, R) (renormalised
+        over the experts fitted for ``bucket``; None: none is)."""
+        q, w = np.zeros(len(x)), np.zeros(len(x))
+        for r, m in enumerate(self.experts):
+            wr = weights[:, r]
+            if not m.has_bucket(bucket) or not (wr >= MIN_WEIGHT).any():
+                continue
+            wr = np.where(wr >= MIN_WEIGHT, wr, 0.0)
+            q += wr * m.predict(bucket, x)
+            w += wr
+        if not (w > 0).any():
+            return None
+        return np.where(w > 0, q / np.where(w > 0, w, 1.0), np.inf)
+
+    def save(self, path: str | Path) -> str:
+        """Write the model to ``path`` (``.npz``) and its ``.sha256`` record; return the hash."""
+        from evalstop_gym.fileio import atomic_write, write_hash_record
+
+        atomic_write(path, self.to_bytes())
+        return write_hash_record(path)
+
+    def to_bytes(self) -> bytes:
+        """The model file's bytes."""
+        members: dict[str, np.ndarray] = {}
+        for role, models in (("expert", self.experts), ("score", self.scores)):
+            for r, m in enumerate(models):
+                buf = io.BytesIO()
+                np.savez_compressed(buf, **m.arrays())
+                members[f"{role}_{r}"] = np.frombuffer(buf.getvalue(), np.uint8)
+        meta = json.dumps(self.meta, sort_keys=True).encode("utf-8")
+        members[ROUTED_META] = np.frombuffer(meta, np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, **members)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, where: str = "model file") -> RoutedModel:
+        """The model whose file bytes are ``data``: bounded, checked, never unpickled.
+
+        Raises:
+            ModelFileError: not a routed model file, or one whose parts are inconsistent.
+        """
+        bad = f"{where} is not an evalstop-gym routed model (.npz)"
+        member_count(data, where, 2 * MAX_REGIMES + 1)
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as zf:
+                for info in zf.infolist():
+                    if info.file_size > MAX_MEMBER_BYTES:
+                        raise ModelFileError(
+                            f"{bad}: member {info.filename[:80]!r} declares {info.file_size} "
+                            f"bytes, at most {MAX_MEMBER_BYTES} allowed"
+                        )
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                if ROUTED_META not in z.files:
+                    raise ModelFileError(f"{bad}: no member {ROUTED_META!r}")
+                got = {k: z[k] for k in z.files}
+        except ModelFileError:
+            raise
+        except Exception as e:  # untrusted bytes: zipfile, zlib and numpy raise many types
+            raise ModelFileError(f"{bad}: {type(e).__name__}: {str(e)[:200]}") from None
+        try:
+            meta = json.loads(got.pop(ROUTED_META).tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            raise ModelFileError(f"{bad}: its metadata is not JSON ({str(e)[:200]})") from None
+        n = _check_meta(meta, bad)
+        expected = {f"{role}_{r}" for role in ("expert", "score") for r in range(n)}
+        if set(got) != expected:
+            extra = sorted(set(got) ^ expected)[0]
+            raise ModelFileError(f"{bad}: member {extra!r} missing or unexpected")
+        parts: dict[str, list[BackwardModel]] = {"expert": [], "score": []}
+        for role in parts:
+            for r in range(n):
+                a = got[f"{role}_{r}"]
+                if a.dtype != np.uint8 or a.ndim != 1:
+                    raise ModelFileError(f"{bad}: member '{role}_{r}' is not bytes")
+                parts[role].append(BackwardModel.from_bytes(a.tobytes(), f"{where}:{role}_{r}"))
+        models = parts["expert"] + parts["score"]
+        if any(m.grid != meta["grid"] or m.meta["features"] != models[0].meta["features"]
+               for m in models):  # fmt: skip
+            raise ModelFileError(f"{bad}: its models differ in grid or features")
+        return cls(tuple(parts["expert"]), tuple(parts["score"]), meta)
+
+    @classmethod
+    def load(
+        cls, path: str | Path, *, sha256: str | None = None, trust: bool = False
+    ) -> RoutedModel:
+        """The model at ``path``, once its bytes match ``sha256`` or their ``.sha256`` record."""
+        return cls.from_bytes(read_model_bytes(Path(path), path, trust, sha256), str(path))
+
+
+def _check_meta(meta: Any, bad: str) -> int:
+    """The regime count of valid routed metadata; refuse anything else."""
+    if not isinstance(meta, dict) or meta.get("format") != ROUTED_FORMAT:
+        raise ModelFileError(f"{bad}: metadata format is not {ROUTED_FORMAT!r}")
+    regimes, prior = meta.get("regimes"), meta.get("prior")
+    if (
+        not isinstance(regimes, list)
+        or not 2 <= len(regimes) <= MAX_REGIMES
+        or not all(isinstance(r, str) for r in regimes)
+        or len(set(regimes)) != len(regimes)
+    ):
+        raise ModelFileError(f"{bad}: regimes must be 2..{MAX_REGIMES} distinct names")
+    if (
+        not isinstance(prior, list)
+        or len(prior) != len(regimes)
+        or not all(isinstance(p, int | float) and math.isfinite(p) and p > 0 for p in prior)
+    ):
+        raise ModelFileError(f"{bad}: prior must give one number > 0 per regime")
+    share = meta.get("share")
+    if not isinstance(share, int | float) or not 0 < share < 1:
+        raise ModelFileError(f"{bad}: share must be a number in (0, 1)")
+    grid = meta.get("grid")
+    if not isinstance(grid, int) or isinstance(grid, bool) or not 1 <= grid <= 4096:
+        raise ModelFileError(f"{bad}: grid must be an integer in [1, 4096]")
+    defaults = meta.get("default_settings")
+    if not isinstance(defaults, dict) or not all(
+        isinstance(defaults.get(s), int | float) and math.isfinite(defaults[s]) for s in SETTINGS
+    ):
+        raise ModelFileError(f"{bad}: default_settings must give {list(SETTINGS)} as numbers")
+    masked = meta.get("classifier_masked")
+    if not isinstance(masked, list) or not all(f in FEATURE_SETS["boundary"] for f in masked):
+        raise ModelFileError(f"{bad}: classifier_masked must list feature names")
+    return len(regimes)
+
+
+# ---------------------------------------------------------------------------------------
+# The stopper
+
+
+class RoutedStopper(BackwardStopper):
+    """Per-regime experts routed by regime evidence pooled over the jobs seen this episode.
+
+    ``reset()`` clears the evidence; ``act(obs)`` / ``__call__(view)`` decide one job
+    and, at the job's :func:`evidence_index`, add its regime evidence to the pool.
+    Settings are told as to :class:`~baselines.backward.BackwardStopper`.
+
+    Args:
+        model: A :class:`RoutedModel`, or the path of a routed model file.
+        settings, label, sha256, trust: As :class:`~baselines.backward.BackwardStopper`'s.
+    """
+
+    #: Decisions depend on the jobs seen before: score it by playing episodes in order.
+    stateful = True
+
+    def __init__(
+        self,
+        model: RoutedModel | str | Path,
+        settings: Mapping[str, float] | None = None,
+        label: str | None = None,
+        *,
+        sha256: str | None = None,
+        trust: bool = False,
+    ) -> None:
+        """Load (or take) the model; no evidence yet."""
+        if isinstance(model, RoutedModel):
+            self.routed, self.path = model, "<in memory>"
+        else:
+            self.routed = RoutedModel.load(model, sha256=sha256, trust=trust)
+            self.path = str(model)
+        self.meta = self.routed.meta
+        self.settings = dict(self.meta["default_settings"])
+        if settings:
+            self.set_settings(settings)
+        self.name = label or self.meta.get("label") or "Routed"
+        self._log_prior = np.log(np.asarray(self.meta["prior"], dtype=float))
+        self._log_prior -= np.log(np.exp(self._log_prior).sum())
+        self.reset()
+
+    @classmethod
+    def pretrained(cls, name: str = "routed", label: str | None = None) -> RoutedStopper:
+        """A routed model shipped with the package (:data:`PRETRAINED`), loaded once its hash matches."""
+        if name not in PRETRAINED:
+            raise ConfigError("pretrained", name, f"one of {sorted(PRETRAINED)}")
+        return cls(
+            PRETRAINED_DIR / f"{name}.npz",
+            label=label or f"Routed-pretrained[{name}]",
+            sha256=PRETRAINED[name],
+        )
+
+    def reset(self) -> None:
+        """Forget the evidence of the jobs seen (a new episode, a new platform)."""
+        self.evidence = np.zeros(len(self.meta["regimes"]))
+        self.jobs_seen = 0
+
+    def posterior(self) -> np.ndarray:
+        """(R,) the regime posterior from the pooled evidence alone (the prior before any job)."""
+        z = self._log_prior + self.evidence
+        p = np.exp(z - z.max())
+        return p / p.sum()
+
+    def decide(
+        self,
+        job_type: int,
+        evals: np.ndarray,
+        loss: np.ndarray,
+        progress: float,
+        declines: float,
+    ) -> bool:
+        """Whether to stop a job with these observed values; adds its evidence at its turn."""
+        evals = np.asarray(evals, dtype=float)
+        i = len(evals)
+        if i == 0 or progress <= 0 or progress >= 1.0 - 1e-6:
+            return False
+        k = round(i / progress)
+        bucket = bucket_of(i, k, self.routed.grid)
+        x = feature_matrix(
+            evals[None, :],
+            np.asarray(loss, dtype=float)[None, :],
+            np.array([job_type]),
+            progress,
+            np.array([declines]),
+            self.settings["eval_noise"],
+            self.settings["gpu_hour_price"],
+            self.routed.smoothed,
+        )
+        own = self.routed.log_probs(bucket, x)
+        if own is not None and i == evidence_index(k, self.meta["share"]):
+            self.evidence = self.evidence + own[0]
+            self.jobs_seen += 1
+            own = None  # now in the pool: not counted twice
+        z = self._log_prior + self.evidence + (own[0] if own is not None else 0.0)
+        w = np.exp(z - z.max())
+        q = self.routed.gain(bucket, x, (w / w.sum())[None, :])
+        return bool(q is not None and q[0] < 0.0)
+
+    def ends(self, arrays: EpisodeArrays) -> np.ndarray:
+        """Refused: a routed stopper's decisions depend on the order jobs are seen in, which
+        an episode's arrays do not hold.  Play the episode (``play_episode``) instead."""
+        raise TypeError(
+            f"{self.name} pools evidence across the jobs of an episode in time order: "
+            "score it by playing episodes (baselines.evaluate.play_episode), not from arrays"
+        )
+
+    def __repr__(self) -> str:
+        """The model file, the regimes and the settings it reads."""
+        shown = ", ".join(f"{k}={v:g}" for k, v in self.settings.items())
+        return f"RoutedStopper({self.path!r}, regimes={self.routed.regimes}, {shown})"
+
+
+# ---------------------------------------------------------------------------------------
+# Training
+
+
+def fit_routed(
+    episodes: Sequence[TrainingEpisode],
+    regimes: Sequence[int],
+    names: Sequence[str],
+    *,
+    prior: Sequence[float] | None = None,
+    share: float = 0.5,
+    grid: int | None = None,
+    params: Mapping[str, Any] | None = None,
+    classifier_params: Mapping[str, Any] | None = None,
+    label: str = "Routed",
+    record: Mapping[str, Any] | None = None,
+    default_settings: Mapping[str, float] | None = None,
+) -> RoutedModel:
+    """Fit one backward model per regime and the per-bucket regime classifiers.
+
+    Args:
+        episodes: The training episodes (one regime each).
+        regimes: ``regimes[e]``: the index (into ``names``) of episode e's regime.
+        names: The regime names.
+        prior: The regimes' prior weights (default: their share of the episodes).
+        share: Where in its run a job adds its evidence (:func:`evidence_index`).
+        grid, params, label, record, default_settings: As :func:`~baselines.backward.fit_backward`'s.
+        classifier_params: Over :data:`CLASSIFIER_PARAMS`.
+
+    Raises:
+        ConfigError: a regime index out of range, a regime without episodes, a bad share.
+    """
+    import sklearn.ensemble  # noqa: F401  (first: threadpoolctl limits loaded pools only)
+    from threadpoolctl import threadpool_limits
+
+    regimes = [int(r) for r in regimes]
+    if len(regimes) != len(episodes):
+        raise ConfigError("regimes", len(regimes), f"one per episode ({len(episodes)})")
+    if not 2 <= len(names) <= MAX_REGIMES:
+        raise ConfigError("names", list(names), f"2..{MAX_REGIMES} regime names")
+    bad = [r for r in regimes if not 0 <= r < len(names)]
+    if bad:
+        raise ConfigError("regimes", bad[0], f"an index into {list(names)}")
+    empty = [names[r] for r in range(len(names)) if r not in regimes]
+    if empty:
+        raise ConfigError("regimes", empty[0], "every regime with at least one episode")
+    if not isinstance(share, int | float) or not 0 < share < 1:
+        raise ConfigError("share", share, "a number in (0, 1)")
+    if prior is None:
+        prior = [regimes.count(r) / len(regimes) for r in range(len(names))]
+    if len(prior) != len(names) or not all(math.isfinite(p) and p > 0 for p in prior):
+        raise ConfigError("prior", list(prior), "one number > 0 per regime")
+    grid = grid or max(ep.arrays.k for ep in episodes)
+    experts = []
+    for r in range(len(names)):
+        mine = [ep for ep, got in zip(episodes, regimes, strict=True) if got == r]
+        experts.append(
+            fit_backward(
+                mine,
+                grid=grid,
+                params=params,
+                label=f"{label}[{names[r]}]",
+                default_settings=default_settings,
+            )
+        )
+    conf = {**CLASSIFIER_PARAMS, **(classifier_params or {})}
+    with threadpool_limits(limits=1):
+        scores = _fit_classifiers(episodes, regimes, len(names), grid, conf, experts[0].meta)
+    first = episodes[0].settings
+    meta = {
+        "format": ROUTED_FORMAT,
+        "regimes": list(names),
+        "prior": [float(p) for p in prior],
+        "share": float(share),
+        "grid": int(grid),
+        "label": label,
+        "params": experts[0].meta["params"],
+        "classifier_params": conf,
+        "classifier_masked": list(CLASSIFIER_MASKED),
+        "default_settings": {s: float((default_settings or first)[s]) for s in SETTINGS},
+        "episodes": len(episodes),
+        **({"record": dict(record)} if record else {}),
+    }
+    return RoutedModel(tuple(experts), scores, meta)
+
+
+def _fit_classifiers(
+    episodes: Sequence[TrainingEpisode],
+    regimes: list[int],
+    n: int,
+    grid: int,
+    conf: dict[str, Any],
+    expert_meta: dict[str, Any],
+) -> tuple[BackwardModel, ...]:
+    """Per bucket a ``HistGradientBoostingClassifier`` of the regime; packed as n score models."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.ensemble._hist_gradient_boosting.common import PREDICTOR_RECORD_DTYPE
+
+    smoothed = expert_meta["features"] == list(FEATURE_SETS["smoothed"])
+    at = [{bucket_of(i, ep.arrays.k, grid): i for i in range(1, ep.arrays.k)} for ep in episodes]
+    trees: list[list[list[np.ndarray]]] = [[] for _ in range(n)]
+    baselines: list[list[float]] = [[] for _ in range(n)]
+    buckets: list[list[int]] = [[] for _ in range(n)]
+    masked = [expert_meta["features"].index(f) for f in CLASSIFIER_MASKED]
+    zero = np.zeros(1, dtype=PREDICTOR_RECORD_DTYPE)
+    zero["is_leaf"] = 1  # a one-leaf tree of value 0: a binary fit's reference class
+    for b in range(1, grid):
+        parts = [(e, at[e][b]) for e in range(len(episodes)) if b in at[e]]
+        if not parts:
+            continue
+        xs = [
+            features_at(
+                episodes[e].arrays, np.arange(episodes[e].values.shape[0]), i,
+                episodes[e].settings, smoothed,
+            )
+            for e, i in parts
+        ]  # fmt: skip
+        x = np.concatenate(xs)
+        y = np.concatenate([np.full(len(a), regimes[e]) for a, (e, _) in zip(xs, parts)])
+        x[:, np.isnan(x).all(axis=0)] = 0.0
+        x[:, masked] = 0.0
+        classes = np.unique(y)
+        if len(classes) == 1:  # one regime reaches this bucket: it is certain there
+            trees[classes[0]].append([zero])
+            baselines[classes[0]].append(0.0)
+            buckets[classes[0]].append(b)
+            continue
+        c = HistGradientBoostingClassifier(**conf).fit(x, y)
+        base = np.asarray(c._baseline_prediction, dtype=float).ravel()
+        for j, r in enumerate(c.classes_):
+            if len(c.classes_) == 2:  # one raw score: the second class's log-odds
+                ts = [zero] if j == 0 else [it[0].nodes for it in c._predictors]
+                b0 = 0.0 if j == 0 else float(base[0])
+            else:
+                ts = [it[j].nodes for it in c._predictors]
+                b0 = float(base[j])
+            trees[int(r)].append(ts)
+            baselines[int(r)].append(b0)
+            buckets[int(r)].append(b)
+    out = []
+    for r in range(n):
+        meta = {
+            "format": FORMAT,
+            "features": expert_meta["features"],
+            "settings": list(SETTINGS),
+            "grid": int(grid),
+            "label": f"regime score {r}",
+            "params": conf,
+            "default_settings": expert_meta["default_settings"],
+            "episodes": len(episodes),
+        }
+        out.append(pack_model(trees[r], baselines[r], buckets[r], meta))
+    return tuple(out)
+
+
+__all__ = [
+    "CLASSIFIER_PARAMS",
+    "DEFAULT_FEATURES",
+    "RoutedModel",
+    "RoutedStopper",
+    "evidence_index",
+    "fit_routed",
+]

@@ -1,0 +1,163 @@
+"""The routed stopper: its classifier trees equal scikit-learn's, it pools each job's
+evidence once and forgets it on reset, its played utility is the harness's, its file
+is checked and trusted like every model file."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from baselines import routed
+from baselines.backward import ModelFileError, TrainingEpisode
+from baselines.routed import RoutedModel, RoutedStopper, evidence_index, fit_routed
+from evalstop_gym.errors import ConfigError
+from evalstop_gym.fileio import UntrustedFileError
+
+SMALL = {"max_iter": 8, "max_leaf_nodes": 7, "min_samples_leaf": 5}
+NAMES = ("hard", "paper")
+
+
+def _kw(task: str, n_jobs: int = 24) -> dict:
+    from evalstop_experiments.scoring import env_kwargs
+
+    return env_kwargs(task, 1.0, n_jobs)
+
+
+def _data() -> tuple[list[TrainingEpisode], list[int]]:
+    from evalstop_experiments.experiments.generalisation import lsm_episodes
+
+    hard = lsm_episodes(_kw("hard-0.12"), range(10_000, 10_004))
+    paper = lsm_episodes(_kw("paper-0.12"), range(10_000, 10_004))
+    return hard + paper, [0] * len(hard) + [1] * len(paper)
+
+
+@pytest.fixture(scope="module")
+def model() -> RoutedModel:
+    data, regimes = _data()
+    return fit_routed(data, regimes, NAMES, params=SMALL, classifier_params=SMALL)
+
+
+def test_the_classifier_trees_give_scikit_learns_probabilities(model: RoutedModel) -> None:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from baselines.backward import bucket_of, features_at
+
+    data, regimes = _data()
+    grid, b = model.grid, 6
+    xs, ys = [], []
+    for ep, r in zip(data, regimes, strict=True):
+        for i in range(1, ep.arrays.k):
+            if bucket_of(i, ep.arrays.k, grid) == b:
+                rows = np.arange(ep.values.shape[0])
+                xs.append(features_at(ep.arrays, rows, i, ep.settings, model.smoothed))
+                ys.append(np.full(len(rows), r))
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    seen = x.copy()
+    seen[:, np.isnan(seen).all(axis=0)] = 0.0
+    seen[:, model._masked] = 0.0
+    conf = {**routed.CLASSIFIER_PARAMS, **SMALL}
+    c = HistGradientBoostingClassifier(**conf).fit(seen, y)  # two regimes: the binary fit
+    want = np.maximum(c.predict_proba(seen), routed.PROB_FLOOR)
+    np.testing.assert_allclose(np.exp(model.log_probs(b, x)), want, rtol=0, atol=1e-12)
+    # The task settings are never read: changing them changes no probability.
+    other = x.copy()
+    other[:, model._masked] += 7.0
+    np.testing.assert_array_equal(model.log_probs(b, other), model.log_probs(b, x))
+
+
+def test_each_job_adds_its_evidence_once_and_reset_forgets_it(model: RoutedModel) -> None:
+    from baselines.evaluate import play_episode
+
+    kw = _kw("paper-0.12")
+    st = RoutedStopper(model).bind_task(kw)
+    row, rec = play_episode(st, 3, kw)
+    k = rec.ckpt_done.max()
+    share = model.meta["share"]
+    reached = int((np.asarray(rec.ckpt_done) >= evidence_index(int(k), share)).sum())
+    assert st.jobs_seen == reached > 0
+    assert st.posterior().argmax() == NAMES.index("paper")
+    st.reset()
+    assert st.jobs_seen == 0
+    np.testing.assert_allclose(st.posterior(), [0.5, 0.5])
+    # Played twice on one seed: the same stops (reset at each episode's start).
+    again = play_episode(st, 3, kw)[1]
+    assert again.ckpt_done.tolist() == rec.ckpt_done.tolist()
+
+
+def test_the_harness_plays_it_and_scores_the_played_utility(model: RoutedModel) -> None:
+    from baselines.evaluate import play_episode
+    from baselines.floors import utilities
+    from evalstop_experiments.scoring import episode_arrays
+
+    kw = _kw("hard-0.12")
+    st = RoutedStopper(model).bind_task(kw)
+    ep = episode_arrays(kw, 4)
+    with pytest.raises(TypeError, match="time order"):
+        st.ends(ep.arrays)
+    row, rec = play_episode(st, 4, kw)
+    row0, _ = play_episode(__import__("baselines.policies").policies.NoStop(), 4, kw)
+    ends = np.asarray(rec.ckpt_done)
+    assert (ends < ep.arrays.k).any()
+    gain = (
+        utilities(ends[None, :], ep.values)[0]
+        - utilities(np.full((1, len(ends)), ep.arrays.k), ep.values)[0]
+    )
+    assert row["utility"] - row0["utility"] == pytest.approx(gain, abs=1e-9)
+
+
+def test_a_saved_model_loads_only_with_its_record_and_refuses_bad_parts(
+    model: RoutedModel, tmp_path
+) -> None:
+    from baselines.evaluate import play_episode
+
+    path = tmp_path / "r.npz"
+    model.save(path)
+    kw = _kw("hard-0.12")
+    a = play_episode(RoutedStopper(model).bind_task(kw), 2, kw)[1].ckpt_done
+    b = play_episode(RoutedStopper(path).bind_task(kw), 2, kw)[1].ckpt_done
+    assert a.tolist() == b.tolist()
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(UntrustedFileError):
+        RoutedStopper(path)
+
+    with np.load(io.BytesIO(model.to_bytes()), allow_pickle=False) as z:
+        good = {k: z[k] for k in z.files}
+
+    def refused(members: dict, match: str) -> None:
+        buf = io.BytesIO()
+        np.savez(buf, **members)
+        with pytest.raises(ModelFileError, match=match):
+            RoutedModel.from_bytes(buf.getvalue())
+
+    refused({k: v for k, v in good.items() if k != "score_1"}, "score_1")
+    refused({**good, "score_1": np.zeros(3)}, "not bytes")
+    refused({**good, "score_1": np.frombuffer(b"not a zip", np.uint8)}, "score_1")
+    import json
+
+    meta = json.loads(good[routed.ROUTED_META].tobytes())
+    for field, value, match in (
+        ("prior", [1.0, -1.0], "prior"),
+        ("regimes", ["hard", "hard"], "regimes"),
+        ("share", 1.5, "share"),
+        ("classifier_masked", ["__class__"], "classifier_masked"),
+    ):
+        bad = json.dumps({**meta, field: value}).encode()
+        refused({**good, routed.ROUTED_META: np.frombuffer(bad, np.uint8)}, match)
+
+
+def test_fit_refuses_regimes_that_do_not_fit_the_episodes() -> None:
+    data, regimes = _data()
+    with pytest.raises(ConfigError, match="regimes"):
+        fit_routed(data, regimes[:-1], NAMES)
+    with pytest.raises(ConfigError, match="regimes"):
+        fit_routed(data, [0] * len(data), NAMES)  # 'paper' has no episode
+    with pytest.raises(ConfigError, match="regimes"):
+        fit_routed(data, [2] * len(data), NAMES)
+    with pytest.raises(ConfigError, match="share"):
+        fit_routed(data, regimes, NAMES, share=1.0)
