@@ -429,28 +429,11 @@ class BackwardModel:
                 inconsistent (an index out of range, a cycle, a wrong shape).
         """
         bad = f"{where} is not an evalstop-gym backward-induction model (.npz)"
-        member_count(data, where, len(ARRAY_KEYS) + 4)
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                for info in zf.infolist():
-                    if info.file_size > MAX_MEMBER_BYTES:
-                        raise ModelFileError(
-                            f"{bad}: member {info.filename[:80]!r} declares {info.file_size} "
-                            f"bytes, at most {MAX_MEMBER_BYTES} allowed"
-                        )
-            with np.load(io.BytesIO(data), allow_pickle=False) as z:
-                missing = [k for k in ARRAY_KEYS if k not in z.files]
-                if missing:
-                    raise ModelFileError(f"{bad}: no member {missing[0]!r}")
-                got = {k: z[k] for k in ARRAY_KEYS}
-        except ModelFileError:
-            raise
-        except Exception as e:  # untrusted bytes: zipfile, zlib and numpy raise many types
-            raise ModelFileError(f"{bad}: {type(e).__name__}: {str(e)[:200]}") from None
-        try:
-            meta = json.loads(got.pop(META_KEY).tobytes().decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise ModelFileError(f"{bad}: its metadata is not JSON ({str(e)[:200]})") from None
+        got, meta = read_members(data, where, bad, len(ARRAY_KEYS) + 4, META_KEY)
+        missing = [k for k in ARRAY_KEYS if k != META_KEY and k not in got]
+        if missing:
+            raise ModelFileError(f"{bad}: no member {missing[0]!r}")
+        got = {k: got[k] for k in ARRAY_KEYS if k != META_KEY}
         _check_model(got, meta, bad)
         return cls(
             feature=got["feature"].astype(np.intp),
@@ -484,6 +467,51 @@ class BackwardModel:
         return cls.from_bytes(read_model_bytes(Path(path), path, trust, sha256), str(path))
 
 
+def read_members(
+    data: bytes, where: str, bad: str, limit: int, meta_key: str
+) -> tuple[dict[str, np.ndarray], Any]:
+    """The arrays of an untrusted ``.npz`` and its JSON metadata member, bounded and never
+    unpickled: at most ``limit`` members of at most :data:`MAX_MEMBER_BYTES` each.
+
+    Raises:
+        ModelFileError: ``bad`` and why (not a zip, too large, no metadata, not JSON).
+    """
+    member_count(data, where, limit)
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            for info in zf.infolist():
+                if info.file_size > MAX_MEMBER_BYTES:
+                    raise ModelFileError(
+                        f"{bad}: member {info.filename[:80]!r} declares {info.file_size} "
+                        f"bytes, at most {MAX_MEMBER_BYTES} allowed"
+                    )
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            if meta_key not in z.files:
+                raise ModelFileError(f"{bad}: no member {meta_key!r}")
+            got = {k: z[k] for k in z.files}
+    except ModelFileError:
+        raise
+    except Exception as e:  # untrusted bytes: zipfile, zlib and numpy raise many types
+        raise ModelFileError(f"{bad}: {type(e).__name__}: {str(e)[:200]}") from None
+    try:
+        meta = json.loads(got.pop(meta_key).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ModelFileError(f"{bad}: its metadata is not JSON ({str(e)[:200]})") from None
+    return got, meta
+
+
+def check_grid_and_settings(meta: dict[str, Any], bad: str) -> None:
+    """Refuse metadata whose ``grid`` or ``default_settings`` a stopper could not use."""
+    grid = meta.get("grid")
+    if not isinstance(grid, int) or isinstance(grid, bool) or not 1 <= grid <= 4096:
+        raise ModelFileError(f"{bad}: grid must be an integer in [1, 4096]")
+    defaults = meta.get("default_settings")
+    if not isinstance(defaults, dict) or not all(
+        isinstance(defaults.get(s), int | float) and math.isfinite(defaults[s]) for s in SETTINGS
+    ):
+        raise ModelFileError(f"{bad}: default_settings must give {list(SETTINGS)} as numbers")
+
+
 def _max_depth(left: np.ndarray, right: np.ndarray, leaf: np.ndarray, roots: np.ndarray) -> int:
     """The longest root-to-leaf path of the trees (children always follow their parent)."""
     depth = np.zeros(len(leaf), dtype=np.intp)
@@ -505,14 +533,7 @@ def _check_model(a: dict[str, np.ndarray], meta: Any, bad: str) -> None:
         raise ModelFileError(
             f"{bad}: its features are none of this version's sets ({sorted(FEATURE_SETS)})"
         )
-    grid = meta.get("grid")
-    if not isinstance(grid, int) or isinstance(grid, bool) or not 1 <= grid <= 4096:
-        raise ModelFileError(f"{bad}: grid must be an integer in [1, 4096]")
-    defaults = meta.get("default_settings")
-    if not isinstance(defaults, dict) or not all(
-        isinstance(defaults.get(s), int | float) and math.isfinite(defaults[s]) for s in SETTINGS
-    ):
-        raise ModelFileError(f"{bad}: default_settings must give {list(SETTINGS)} as numbers")
+    check_grid_and_settings(meta, bad)
     n = len(a["feature"])
     if not 0 < n <= MAX_NODES or any(a[k].shape != (n,) for k in NODE_KEYS):
         raise ModelFileError(f"{bad}: node arrays of different lengths or over {MAX_NODES}")
@@ -592,6 +613,9 @@ class BackwardStopper:
     Needs the whole eval history in view (``eval_window = K``, as every suite task has).
     """
 
+    #: The model type it plays (a path is loaded as one).
+    model_class: Any = BackwardModel
+
     def __init__(
         self,
         model: BackwardModel | str | Path,
@@ -602,13 +626,11 @@ class BackwardStopper:
         trust: bool = False,
     ) -> None:
         """Load (or take) the model and fix the task settings it reads."""
-        if isinstance(model, BackwardModel):
+        if isinstance(model, self.model_class):
             self.model, self.path = model, "<in memory>"
         else:
-            self.model, self.path = (
-                BackwardModel.load(model, sha256=sha256, trust=trust),
-                str(model),
-            )
+            self.model = self.model_class.load(model, sha256=sha256, trust=trust)
+            self.path = str(model)
         self.meta = self.model.meta
         self.settings = dict(self.meta["default_settings"])
         if settings:
@@ -685,9 +707,7 @@ class BackwardStopper:
         i = len(evals)
         if i == 0 or progress <= 0 or progress >= 1.0 - 1e-6:
             return False
-        bucket = bucket_of(i, round(i / progress), self.model.grid)
-        if not self.model.has_bucket(bucket):
-            return False
+        k = round(i / progress)
         x = feature_matrix(
             evals[None, :],
             np.asarray(loss, dtype=float)[None, :],
@@ -698,6 +718,12 @@ class BackwardStopper:
             self.settings["gpu_hour_price"],
             self.model.smoothed,
         )
+        return self._stops(i, k, bucket_of(i, k, self.model.grid), x)
+
+    def _stops(self, i: int, k: int, bucket: int, x: np.ndarray) -> bool:
+        """Whether to stop at decision ``i`` of ``k`` (``bucket``), features ``x`` (1, F)."""
+        if not self.model.has_bucket(bucket):
+            return False
         return bool(self.model.predict(bucket, x)[0] < 0.0)
 
     def act(self, obs: Obs) -> int:

@@ -33,7 +33,6 @@ import functools
 import io
 import json
 import math
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,18 +46,17 @@ from .backward import (
     DEFAULT_FEATURES,
     FEATURE_SETS,
     FORMAT,
-    MAX_MEMBER_BYTES,
     SETTINGS,
     BackwardModel,
     BackwardStopper,
     ModelFileError,
     TrainingEpisode,
     bucket_of,
-    feature_matrix,
+    check_grid_and_settings,
     features_at,
     fit_backward,
-    member_count,
     pack_model,
+    read_members,
     read_model_bytes,
 )
 from .floors import EpisodeArrays
@@ -192,27 +190,7 @@ class RoutedModel:
             ModelFileError: not a routed model file, or one whose parts are inconsistent.
         """
         bad = f"{where} is not an evalstop-gym routed model (.npz)"
-        member_count(data, where, 2 * MAX_REGIMES + 1)
-        try:
-            with zipfile.ZipFile(io.BytesIO(data)) as zf:
-                for info in zf.infolist():
-                    if info.file_size > MAX_MEMBER_BYTES:
-                        raise ModelFileError(
-                            f"{bad}: member {info.filename[:80]!r} declares {info.file_size} "
-                            f"bytes, at most {MAX_MEMBER_BYTES} allowed"
-                        )
-            with np.load(io.BytesIO(data), allow_pickle=False) as z:
-                if ROUTED_META not in z.files:
-                    raise ModelFileError(f"{bad}: no member {ROUTED_META!r}")
-                got = {k: z[k] for k in z.files}
-        except ModelFileError:
-            raise
-        except Exception as e:  # untrusted bytes: zipfile, zlib and numpy raise many types
-            raise ModelFileError(f"{bad}: {type(e).__name__}: {str(e)[:200]}") from None
-        try:
-            meta = json.loads(got.pop(ROUTED_META).tobytes().decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:
-            raise ModelFileError(f"{bad}: its metadata is not JSON ({str(e)[:200]})") from None
+        got, meta = read_members(data, where, bad, 2 * MAX_REGIMES + 1, ROUTED_META)
         n = _check_meta(meta, bad)
         expected = {f"{role}_{r}" for role in ("expert", "score") for r in range(n)}
         if set(got) != expected:
@@ -260,14 +238,7 @@ def _check_meta(meta: Any, bad: str) -> int:
     share = meta.get("share")
     if not isinstance(share, int | float) or not 0 < share < 1:
         raise ModelFileError(f"{bad}: share must be a number in (0, 1)")
-    grid = meta.get("grid")
-    if not isinstance(grid, int) or isinstance(grid, bool) or not 1 <= grid <= 4096:
-        raise ModelFileError(f"{bad}: grid must be an integer in [1, 4096]")
-    defaults = meta.get("default_settings")
-    if not isinstance(defaults, dict) or not all(
-        isinstance(defaults.get(s), int | float) and math.isfinite(defaults[s]) for s in SETTINGS
-    ):
-        raise ModelFileError(f"{bad}: default_settings must give {list(SETTINGS)} as numbers")
+    check_grid_and_settings(meta, bad)
     masked = meta.get("classifier_masked")
     if not isinstance(masked, list) or not all(f in FEATURE_SETS["boundary"] for f in masked):
         raise ModelFileError(f"{bad}: classifier_masked must list feature names")
@@ -292,6 +263,7 @@ class RoutedStopper(BackwardStopper):
 
     #: Decisions depend on the jobs seen before: score it by playing episodes in order.
     stateful = True
+    model_class: Any = RoutedModel
 
     def __init__(
         self,
@@ -303,16 +275,10 @@ class RoutedStopper(BackwardStopper):
         trust: bool = False,
     ) -> None:
         """Load (or take) the model; no evidence yet."""
-        if isinstance(model, RoutedModel):
-            self.routed, self.path = model, "<in memory>"
-        else:
-            self.routed = RoutedModel.load(model, sha256=sha256, trust=trust)
-            self.path = str(model)
-        self.meta = self.routed.meta
-        self.settings = dict(self.meta["default_settings"])
-        if settings:
-            self.set_settings(settings)
-        self.name = label or self.meta.get("label") or "Routed"
+        super().__init__(model, settings, label, sha256=sha256, trust=trust)
+        self.routed: RoutedModel = self.model
+        if not label and not self.meta.get("label"):
+            self.name = "Routed"
         self._log_prior = np.log(np.asarray(self.meta["prior"], dtype=float))
         self._log_prior -= np.log(np.exp(self._log_prior).sum())
         self.reset()
@@ -339,31 +305,8 @@ class RoutedStopper(BackwardStopper):
         p = np.exp(z - z.max())
         return p / p.sum()
 
-    def decide(
-        self,
-        job_type: int,
-        evals: np.ndarray,
-        loss: np.ndarray,
-        progress: float,
-        declines: float,
-    ) -> bool:
-        """Whether to stop a job with these observed values; adds its evidence at its turn."""
-        evals = np.asarray(evals, dtype=float)
-        i = len(evals)
-        if i == 0 or progress <= 0 or progress >= 1.0 - 1e-6:
-            return False
-        k = round(i / progress)
-        bucket = bucket_of(i, k, self.routed.grid)
-        x = feature_matrix(
-            evals[None, :],
-            np.asarray(loss, dtype=float)[None, :],
-            np.array([job_type]),
-            progress,
-            np.array([declines]),
-            self.settings["eval_noise"],
-            self.settings["gpu_hour_price"],
-            self.routed.smoothed,
-        )
+    def _stops(self, i: int, k: int, bucket: int, x: np.ndarray) -> bool:
+        """Whether to stop a job at decision ``i`` of ``k``; adds its evidence at its turn."""
         own = self.routed.log_probs(bucket, x)
         if own is not None and i == evidence_index(k, self.meta["share"]):
             self.evidence = self.evidence + own[0]
