@@ -37,7 +37,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -413,11 +413,15 @@ class BackwardModel:
         meta = np.frombuffer(json.dumps(self.meta, sort_keys=True).encode("utf-8"), np.uint8)
         return {**{k: getattr(self, k) for k in ARRAY_KEYS if k != META_KEY}, META_KEY: meta}
 
-    def save(self, path: str | Path) -> str:
-        """Write the model to ``path`` (``.npz``) and its ``.sha256`` record; return the hash."""
+    def to_bytes(self) -> bytes:
+        """The model file's bytes (a compressed ``.npz`` of :meth:`arrays`)."""
         buf = io.BytesIO()
         np.savez_compressed(buf, **self.arrays())
-        atomic_write(path, buf.getvalue())
+        return buf.getvalue()
+
+    def save(self, path: str | Path) -> str:
+        """Write the model to ``path`` (``.npz``) and its ``.sha256`` record; return the hash."""
+        atomic_write(path, self.to_bytes())
         return write_hash_record(path)
 
     @classmethod
@@ -615,6 +619,11 @@ class BackwardStopper:
 
     #: The model type it plays (a path is loaded as one).
     model_class: Any = BackwardModel
+    #: The shipped models :meth:`pretrained` loads (name -> pinned SHA-256), and their label.
+    shipped: ClassVar[dict[str, str]] = PRETRAINED
+    shipped_label = "Backward-pretrained"
+    #: Its name in tables when neither ``label`` nor the model's metadata gives one.
+    default_name = "Backward"
 
     def __init__(
         self,
@@ -635,22 +644,24 @@ class BackwardStopper:
         self.settings = dict(self.meta["default_settings"])
         if settings:
             self.set_settings(settings)
-        self.name = label or self.meta.get("label") or "Backward"
+        self.name = label or self.meta.get("label") or self.default_name
+        self.reset()
 
     @classmethod
     def pretrained(cls, name: str = "general", label: str | None = None) -> BackwardStopper:
-        """A model shipped with the package (:data:`PRETRAINED`), loaded once its hash matches.
+        """A model shipped with the package (``shipped``: :data:`PRETRAINED` here), loaded
+        once its hash matches.
 
         Raises:
             ConfigError: an unknown ``name``.
             evalstop_gym.fileio.UntrustedFileError: the file's bytes differ from the pinned hash.
         """
-        if name not in PRETRAINED:
-            raise ConfigError("pretrained", name, f"one of {sorted(PRETRAINED)}")
+        if name not in cls.shipped:
+            raise ConfigError("pretrained", name, f"one of {sorted(cls.shipped)}")
         return cls(
             PRETRAINED_DIR / f"{name}.npz",
-            label=label or f"Backward-pretrained[{name}]",
-            sha256=PRETRAINED[name],
+            label=label or f"{cls.shipped_label}[{name}]",
+            sha256=cls.shipped[name],
         )
 
     def set_settings(self, settings: Mapping[str, float]) -> None:

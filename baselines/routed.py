@@ -36,7 +36,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -85,9 +85,6 @@ PROB_FLOOR = 1e-6
 #: Experts whose posterior weight is below this are not evaluated (their share of the
 #: average is below it too).
 MIN_WEIGHT = 1e-6
-#: Folder and pinned SHA-256 of the shipped routed models (``<name>.npz``).
-PRETRAINED_DIR = Path(__file__).with_name("pretrained")
-PRETRAINED: dict[str, str] = {}
 
 
 def evidence_index(k: int, share: float) -> int:
@@ -173,9 +170,7 @@ class RoutedModel:
         members: dict[str, np.ndarray] = {}
         for role, models in (("expert", self.experts), ("score", self.scores)):
             for r, m in enumerate(models):
-                buf = io.BytesIO()
-                np.savez_compressed(buf, **m.arrays())
-                members[f"{role}_{r}"] = np.frombuffer(buf.getvalue(), np.uint8)
+                members[f"{role}_{r}"] = np.frombuffer(m.to_bytes(), np.uint8)
         meta = json.dumps(self.meta, sort_keys=True).encode("utf-8")
         members[ROUTED_META] = np.frombuffer(meta, np.uint8)
         buf = io.BytesIO()
@@ -256,65 +251,44 @@ class RoutedStopper(BackwardStopper):
     and, at the job's :func:`evidence_index`, add its regime evidence to the pool.
     Settings are told as to :class:`~baselines.backward.BackwardStopper`.
 
-    Args:
-        model: A :class:`RoutedModel`, or the path of a routed model file.
-        settings, label, sha256, trust: As :class:`~baselines.backward.BackwardStopper`'s.
+    Takes :class:`~baselines.backward.BackwardStopper`'s arguments; ``model`` is a
+    :class:`RoutedModel` or the path of a routed model file.
     """
 
     #: Decisions depend on the jobs seen before: score it by playing episodes in order.
     stateful = True
     model_class: Any = RoutedModel
+    #: No routed model is shipped yet (``pretrained`` refuses every name).
+    shipped: ClassVar[dict[str, str]] = {}
+    shipped_label = "Routed-pretrained"
+    default_name = "Routed"
 
-    def __init__(
-        self,
-        model: RoutedModel | str | Path,
-        settings: Mapping[str, float] | None = None,
-        label: str | None = None,
-        *,
-        sha256: str | None = None,
-        trust: bool = False,
-    ) -> None:
-        """Load (or take) the model; no evidence yet."""
-        super().__init__(model, settings, label, sha256=sha256, trust=trust)
-        self.routed: RoutedModel = self.model
-        if not label and not self.meta.get("label"):
-            self.name = "Routed"
-        self._log_prior = np.log(np.asarray(self.meta["prior"], dtype=float))
-        self._log_prior -= np.log(np.exp(self._log_prior).sum())
-        self.reset()
-
-    @classmethod
-    def pretrained(cls, name: str = "routed", label: str | None = None) -> RoutedStopper:
-        """A routed model shipped with the package (:data:`PRETRAINED`), loaded once its hash matches."""
-        if name not in PRETRAINED:
-            raise ConfigError("pretrained", name, f"one of {sorted(PRETRAINED)}")
-        return cls(
-            PRETRAINED_DIR / f"{name}.npz",
-            label=label or f"Routed-pretrained[{name}]",
-            sha256=PRETRAINED[name],
-        )
+    @functools.cached_property
+    def _log_prior(self) -> np.ndarray:
+        log_prior = np.log(np.asarray(self.meta["prior"], dtype=float))
+        return log_prior - np.log(np.exp(log_prior).sum())
 
     def reset(self) -> None:
         """Forget the evidence of the jobs seen (a new episode, a new platform)."""
         self.evidence = np.zeros(len(self.meta["regimes"]))
         self.jobs_seen = 0
 
-    def posterior(self) -> np.ndarray:
-        """(R,) the regime posterior from the pooled evidence alone (the prior before any job)."""
-        z = self._log_prior + self.evidence
+    def posterior(self, own: np.ndarray | float = 0.0) -> np.ndarray:
+        """(R,) the regime posterior from the pooled evidence (the prior before any job), and
+        ``own``: a deciding job's log-probabilities not yet in the pool."""
+        z = self._log_prior + self.evidence + own
         p = np.exp(z - z.max())
         return p / p.sum()
 
     def _stops(self, i: int, k: int, bucket: int, x: np.ndarray) -> bool:
         """Whether to stop a job at decision ``i`` of ``k``; adds its evidence at its turn."""
-        own = self.routed.log_probs(bucket, x)
+        own = self.model.log_probs(bucket, x)
         if own is not None and i == evidence_index(k, self.meta["share"]):
             self.evidence = self.evidence + own[0]
             self.jobs_seen += 1
             own = None  # now in the pool: not counted twice
-        z = self._log_prior + self.evidence + (own[0] if own is not None else 0.0)
-        w = np.exp(z - z.max())
-        q = self.routed.gain(bucket, x, (w / w.sum())[None, :])
+        w = self.posterior(own[0] if own is not None else 0.0)
+        q = self.model.gain(bucket, x, w[None, :])
         return bool(q is not None and q[0] < 0.0)
 
     def ends(self, arrays: EpisodeArrays) -> np.ndarray:
@@ -328,7 +302,7 @@ class RoutedStopper(BackwardStopper):
     def __repr__(self) -> str:
         """The model file, the regimes and the settings it reads."""
         shown = ", ".join(f"{k}={v:g}" for k, v in self.settings.items())
-        return f"RoutedStopper({self.path!r}, regimes={self.routed.regimes}, {shown})"
+        return f"RoutedStopper({self.path!r}, regimes={self.model.regimes}, {shown})"
 
 
 # ---------------------------------------------------------------------------------------

@@ -161,3 +161,8 @@ def test_fit_refuses_regimes_that_do_not_fit_the_episodes() -> None:
         fit_routed(data, [2] * len(data), NAMES)
     with pytest.raises(ConfigError, match="share"):
         fit_routed(data, regimes, NAMES, share=1.0)
+
+
+def test_no_routed_model_is_shipped_and_a_backward_name_is_refused() -> None:
+    with pytest.raises(ConfigError, match="pretrained"):
+        RoutedStopper.pretrained("general")  # the backward model's name, not a routed one
