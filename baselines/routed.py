@@ -128,35 +128,39 @@ class RoutedModel:
         names = self.experts[0].meta["features"]
         return [names.index(f) for f in self.meta["classifier_masked"]]
 
+    def predictions(self, bucket: int, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(n, R) the classifiers' raw regime scores (-inf: no classifier of the regime at
+        ``bucket``) and (n, R) the experts' gains of continuing (NaN: no expert there).
+
+        Every model's trees at ``bucket`` are walked in one pass (:class:`JointForest`);
+        each value is the one its model's own ``predict`` gives, bit for bit (a test).
+        """
+        x = np.asarray(x, dtype=float)
+        masked = x.copy()
+        masked[:, self._masked] = 0.0
+        got = self._joint.predict(bucket, np.concatenate([x, masked], axis=1))
+        r = len(self.experts)
+        gains, raw = np.full((len(x), r), np.nan), np.full((len(x), r), -np.inf)
+        for m, values in got.items():
+            (gains if m < r else raw)[:, m % r] = values
+        return raw, gains
+
+    @functools.cached_property
+    def _joint(self) -> JointForest:
+        # The classifiers read the masked copy of the features: columns F..2F-1.
+        f = len(self.experts[0].meta["features"])
+        return JointForest(
+            (*self.experts, *self.scores), [0] * len(self.experts) + [f] * len(self.scores)
+        )
+
     def log_probs(self, bucket: int, x: np.ndarray) -> np.ndarray | None:
         """(n, R) the regime classifier's floored log-probabilities (None: no classifier there)."""
-        have = [r for r, m in enumerate(self.scores) if m.has_bucket(bucket)]
-        if not have:
-            return None
-        x = np.array(x, dtype=float)
-        x[:, self._masked] = 0.0
-        raw = np.full((len(x), len(self.scores)), -np.inf)
-        for r in have:
-            raw[:, r] = self.scores[r].predict(bucket, x)
-        raw -= raw.max(axis=1, keepdims=True)
-        p = np.exp(raw)
-        p /= p.sum(axis=1, keepdims=True)
-        return np.log(np.maximum(p, PROB_FLOOR))
+        return regime_log_probs(self.predictions(bucket, x)[0])
 
     def gain(self, bucket: int, x: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
         """(n,) the experts' gains of continuing averaged under ``weights`` (n, R) (renormalised
         over the experts fitted for ``bucket``; None: none is)."""
-        q, w = np.zeros(len(x)), np.zeros(len(x))
-        for r, m in enumerate(self.experts):
-            wr = weights[:, r]
-            if not m.has_bucket(bucket) or not (wr >= MIN_WEIGHT).any():
-                continue
-            wr = np.where(wr >= MIN_WEIGHT, wr, 0.0)
-            q += wr * m.predict(bucket, x)
-            w += wr
-        if not (w > 0).any():
-            return None
-        return np.where(w > 0, q / np.where(w > 0, w, 1.0), np.inf)
+        return averaged_gain(self.predictions(bucket, x)[1], weights)
 
     def save(self, path: str | Path) -> str:
         """Write the model to ``path`` (``.npz``) and its ``.sha256`` record; return the hash."""
@@ -210,6 +214,104 @@ class RoutedModel:
     ) -> RoutedModel:
         """The model at ``path``, once its bytes match ``sha256`` or their ``.sha256`` record."""
         return cls.from_bytes(read_model_bytes(Path(path), path, trust, sha256), str(path))
+
+
+def regime_log_probs(raw: np.ndarray) -> np.ndarray | None:
+    """(n, R) floored log-probabilities of the regimes from their raw scores (-inf: a regime
+    without a classifier; None: no regime has one)."""
+    if not np.isfinite(raw).any():
+        return None
+    raw = raw - raw.max(axis=1, keepdims=True)
+    p = np.exp(raw)
+    p /= p.sum(axis=1, keepdims=True)
+    return np.log(np.maximum(p, PROB_FLOOR))
+
+
+def averaged_gain(gains: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+    """(n,) the experts' gains (n, R; NaN: no expert) averaged under ``weights`` (n, R),
+    weights below :data:`MIN_WEIGHT` dropped and the rest renormalised (None: no expert)."""
+    q, w = np.zeros(len(gains)), np.zeros(len(gains))
+    for r in range(gains.shape[1]):
+        wr = weights[:, r]
+        if np.isnan(gains[:, r]).all() or not (wr >= MIN_WEIGHT).any():
+            continue
+        wr = np.where(wr >= MIN_WEIGHT, wr, 0.0)
+        q += wr * gains[:, r]
+        w += wr
+    if not (w > 0).any():
+        return None
+    return np.where(w > 0, q / np.where(w > 0, w, 1.0), np.inf)
+
+
+class JointForest:
+    """Several backward models' trees as one set of node arrays, walked in one pass.
+
+    A routed decision asks up to 2R models about one job; walking their trees together
+    costs one traversal instead of 2R.  Model m reads feature columns from
+    ``offsets[m]`` on (the routed classifiers read a masked copy of the features).
+    Each model's value is its baseline plus its trees' leaf values added in tree order
+    (a cumulative sum, padded with zeros at the end): what :meth:`BackwardModel.predict`
+    adds, in the same order.
+    """
+
+    def __init__(self, models: Sequence[BackwardModel], offsets: Sequence[int]) -> None:
+        starts = np.cumsum([0] + [len(m.feature) for m in models])
+        self.feature = np.concatenate(
+            [m.feature.astype(np.intp) + o for m, o in zip(models, offsets, strict=True)]
+        )
+        self.threshold = np.concatenate([m.threshold for m in models])
+        self.left = np.concatenate([m.left.astype(np.intp) + s for m, s in zip(models, starts)])
+        self.right = np.concatenate([m.right.astype(np.intp) + s for m, s in zip(models, starts)])
+        self.missing_left = np.concatenate([m.missing_left for m in models])
+        self.leaf = np.concatenate([m.leaf for m in models])
+        self.value = np.concatenate([m.value for m in models])
+        self.depth = max(m.depth for m in models)
+        self._models, self._starts = tuple(models), starts
+        self._buckets: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]] = {}
+
+    def _bucket(self, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+        """The bucket's roots, its (M, T) gather of leaf values, baselines and models."""
+        if bucket not in self._buckets:
+            roots, slices, base, members = [], [], [], []
+            for m, model in enumerate(self._models):
+                if not model.has_bucket(bucket):
+                    continue
+                j = model._index[bucket]
+                r = model.roots[model.model_trees[j] : model.model_trees[j + 1]]
+                slices.append(np.arange(len(r)) + sum(len(x) for x in roots))
+                roots.append(r.astype(np.intp) + self._starts[m])
+                base.append(float(model.baseline[j]))
+                members.append(m)
+            flat = np.concatenate(roots) if roots else np.zeros(0, np.intp)
+            width = max((len(c) for c in slices), default=0)
+            gather = np.full((len(slices), width), len(flat))  # past the end: a 0.0 pad
+            for row, c in enumerate(slices):
+                gather[row, : len(c)] = c
+            self._buckets[bucket] = (flat, gather, np.asarray(base), members)
+        return self._buckets[bucket]
+
+    def predict(self, bucket: int, x: np.ndarray) -> dict[int, np.ndarray]:
+        """Model index -> (n,) its prediction at ``bucket`` for rows ``x`` (models without
+        a fit for ``bucket`` are absent)."""
+        roots, gather, base, members = self._bucket(bucket)
+        if not members:
+            return {}
+        rows = np.arange(len(x))[:, None]
+        node = np.broadcast_to(roots, (len(x), len(roots))).copy()
+        for _ in range(self.depth):
+            leaf = self.leaf[node]
+            if leaf.all():
+                break
+            v = x[rows, self.feature[node]]
+            go_left = np.where(np.isnan(v), self.missing_left[node], v <= self.threshold[node])
+            nxt = np.where(go_left, self.left[node], self.right[node])
+            node = np.where(leaf, node, nxt)
+        vals = np.concatenate([self.value[node], np.zeros((len(x), 1))], axis=1)
+        terms = np.concatenate(
+            [np.broadcast_to(base[None, :, None], (len(x), len(base), 1)), vals[:, gather]], axis=2
+        )
+        total = np.cumsum(terms, axis=2)[:, :, -1]
+        return {m: total[:, row] for row, m in enumerate(members)}
 
 
 def _check_meta(meta: Any, bad: str) -> int:
@@ -282,13 +384,14 @@ class RoutedStopper(BackwardStopper):
 
     def _stops(self, i: int, k: int, bucket: int, x: np.ndarray) -> bool:
         """Whether to stop a job at decision ``i`` of ``k``; adds its evidence at its turn."""
-        own = self.model.log_probs(bucket, x)
+        raw, gains = self.model.predictions(bucket, x)
+        own = regime_log_probs(raw)
         if own is not None and i == evidence_index(k, self.meta["share"]):
             self.evidence = self.evidence + own[0]
             self.jobs_seen += 1
             own = None  # now in the pool: not counted twice
         w = self.posterior(own[0] if own is not None else 0.0)
-        q = self.model.gain(bucket, x, w[None, :])
+        q = averaged_gain(gains, w[None, :])
         return bool(q is not None and q[0] < 0.0)
 
     def ends(self, arrays: EpisodeArrays) -> np.ndarray:

@@ -69,6 +69,34 @@ def test_the_classifier_trees_give_scikit_learns_probabilities(model: RoutedMode
     np.testing.assert_array_equal(model.log_probs(b, other), model.log_probs(b, x))
 
 
+def test_the_joint_walk_gives_each_models_own_prediction_bit_for_bit(model: RoutedModel) -> None:
+    # One pass over every model's trees (the routed decision's fast path) must give what
+    # each model's own predict gives, exactly: decisions stay those of the models.
+    rng = np.random.default_rng(5)
+    f = len(model.experts[0].meta["features"])
+    r = len(model.experts)
+    for b in range(model.grid + 2):  # every bucket, and some no model was fitted for
+        x = rng.normal(scale=3.0, size=(9, f))
+        x[rng.random(x.shape) < 0.15] = np.nan
+        x[0] = np.nan  # a row of missing values only
+        raw, gains = model.predictions(b, x)
+        masked = x.copy()
+        masked[:, model._masked] = 0.0
+        for m in range(r):
+            e, c = model.experts[m], model.scores[m]
+            want = e.predict(b, x) if e.has_bucket(b) else np.full(len(x), np.nan)
+            np.testing.assert_array_equal(gains[:, m], want)
+            want = c.predict(b, masked) if c.has_bucket(b) else np.full(len(x), -np.inf)
+            np.testing.assert_array_equal(raw[:, m], want)
+    # and the averaged gain is the weighted mean of the experts fitted there
+    b = next(b for b in range(model.grid) if all(e.has_bucket(b) for e in model.experts))
+    x = rng.normal(size=(3, f))
+    w = np.array([[0.25, 0.75], [1.0, 0.0], [1e-9, 1.0]])
+    g = np.stack([e.predict(b, x) for e in model.experts], axis=1)
+    want = [0.25 * g[0, 0] + 0.75 * g[0, 1], g[1, 0], g[2, 1]]
+    np.testing.assert_allclose(model.gain(b, x, w), want, rtol=1e-12)
+
+
 def test_each_job_adds_its_evidence_once_and_reset_forgets_it(model: RoutedModel) -> None:
     from baselines.evaluate import play_episode
 
