@@ -5,6 +5,7 @@
     evalstop-gym train --algo ppo --task hard-0.05 --out models/ppo-hard-0.05.zip
     evalstop-gym train --algo lsm --task hard-0.12 --out models/lsm-hard-0.12.npz
     evalstop-gym train --algo lsm --task general --out models/general.npz
+    evalstop-gym train --algo lsm --task routed --out models/routed.npz
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ def add_train_parser(sub: Any) -> None:
         help=f"the SB3 algorithm, one of {', '.join(ALGOS)} (default ppo; hyperparameters "
         "from baselines/hyperparams/ALGO.yml), or lsm: backward induction "
         "(Longstaff-Schwartz, scikit-learn; needs --task, 'general' for the one model over "
-        "regimes, noise and prices; writes an .npz)",
+        "regimes, noise and prices, 'routed' for per-regime models routed by the regime "
+        "evidence of an episode's jobs; writes an .npz)",
     )
     t.add_argument(
         "--episodes",
         type=at_least(1),
         default=None,
-        help="lsm: training episodes (default 200 for a task, 1920 of 50 jobs for general)",
+        help="lsm: training episodes (default 200 for a task, 1920 of 50 jobs for general "
+        "and routed)",
     )
     t.add_argument(
         "--price-factor",
@@ -155,15 +158,18 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_train_lsm(args: argparse.Namespace) -> int:
-    """``train --algo lsm``: a backward-induction model on a task (or ``general``); save it."""
-    from evalstop_experiments.experiments.generalisation import GENERAL, train_lsm
+    """``train --algo lsm``: a backward-induction model on a task (or ``general`` / ``routed``:
+    the general distribution); save it."""
+    from evalstop_experiments.experiments.generalisation import GENERAL, ROUTED, train_lsm
     from evalstop_gym.errors import ConfigError
 
     if not args.task:
         raise ConfigError(
-            "task", None, f"a suite task (e.g. hard-0.12) or {GENERAL!r} for --algo lsm"
+            "task",
+            None,
+            f"a suite task (e.g. hard-0.12), {GENERAL!r} or {ROUTED!r} for --algo lsm",
         )
-    if args.task != GENERAL:
+    if args.task not in (GENERAL, ROUTED):
         train_env_kwargs(args)  # a bad task fails before any episode
     if not args.price_factor > 0:
         raise ConfigError("price_factor", args.price_factor, "a number > 0")

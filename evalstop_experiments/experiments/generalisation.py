@@ -753,6 +753,10 @@ GENERAL_PRICE_FACTOR: tuple[float, float] = (0.25, 4.0)
 GENERAL_PARAMS: dict[str, Any] = {}
 #: Name of the general model in tables, and of its shipped file (``pretrained:general``).
 GENERAL = "general"
+#: Name of the routed general model (``pretrained:routed``): the general model's episodes,
+#: one backward model per regime routed by regime evidence pooled over an episode's jobs
+#: (:mod:`baselines.routed`).
+ROUTED = "routed"
 #: The held-out real-run task (its train runs never reach a test seed), when it exists.
 HELDOUT = "trl-heldout"
 
@@ -853,7 +857,9 @@ def train_lsm(
     seed: int | None = None,
     factor: float = 1.0,
 ) -> dict[str, Any]:
-    """Train a backward-induction model on ``task`` (``"general"``: the distribution); save it.
+    """Train a backward-induction model on ``task`` (``"general"``: the distribution;
+    ``"routed"``: a routed model of the same distribution, :func:`baselines.routed.fit_routed`);
+    save it.
 
     Writes ``out`` (``.npz``) and its ``.sha256`` record; returns the model's path, its
     hash and the training CPU seconds (data and fit).
@@ -864,7 +870,7 @@ def train_lsm(
     from evalstop_gym.suite import SUITE_PRICE
 
     t0 = time.process_time()
-    if task == GENERAL:
+    if task in (GENERAL, ROUTED):
         n, s = episodes or GENERAL_EPISODES, GENERAL_TRAIN_SEED if seed is None else seed
         data = general_episodes(n, s)
         defaults = {"eval_noise": 0.08, "gpu_hour_price": SUITE_PRICE}
@@ -882,14 +888,28 @@ def train_lsm(
             raise ValueError(f"task {task!r} is not available")
         data = lsm_episodes(kw, range(s, s + n))
         defaults, tasks = settings_for_task(kw), {"task": task, "price_factor": factor}
-    model = fit_backward(
-        data,
-        grid=max(ep.arrays.k for ep in data),
-        params=GENERAL_PARAMS if task == GENERAL else None,
-        label=f"Backward[{task}]",
-        record={**tasks, "episodes": n, "first_seed": s},
-        default_settings=defaults,
-    )
+    if task == ROUTED:
+        from baselines.routed import fit_routed
+
+        model = fit_routed(
+            data,
+            [GENERAL_REGIMES.index(r) for r, _, _ in general_draws(n, s)],
+            GENERAL_REGIMES,
+            prior=GENERAL_REGIME_WEIGHTS,
+            params=GENERAL_PARAMS,
+            label=f"Routed[{GENERAL}]",
+            record={**tasks, "episodes": n, "first_seed": s},
+            default_settings=defaults,
+        )
+    else:
+        model = fit_backward(
+            data,
+            grid=max(ep.arrays.k for ep in data),
+            params=GENERAL_PARAMS if task == GENERAL else None,
+            label=f"Backward[{task}]",
+            record={**tasks, "episodes": n, "first_seed": s},
+            default_settings=defaults,
+        )
     seconds = time.process_time() - t0
     digest = model.save(out)
     return {"path": Path(out), "sha256": digest, "cpu_s": seconds, "episodes": n}
