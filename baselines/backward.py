@@ -648,14 +648,15 @@ class BackwardStopper:
         self.reset()
 
     @classmethod
-    def pretrained(cls, name: str = "general", label: str | None = None) -> BackwardStopper:
-        """A model shipped with the package (``shipped``: :data:`PRETRAINED` here), loaded
-        once its hash matches.
+    def pretrained(cls, name: str | None = None, label: str | None = None) -> BackwardStopper:
+        """A model shipped with the package (``shipped``: :data:`PRETRAINED` here; default
+        its first, ``general``), loaded once its hash matches.
 
         Raises:
             ConfigError: an unknown ``name``.
             evalstop_gym.fileio.UntrustedFileError: the file's bytes differ from the pinned hash.
         """
+        name = next(iter(cls.shipped), "") if name is None else name
         if name not in cls.shipped:
             raise ConfigError("pretrained", name, f"one of {sorted(cls.shipped)}")
         return cls(

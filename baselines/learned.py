@@ -22,7 +22,7 @@ from gymnasium import spaces
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import MAX_MODEL_BYTES, read_regular
 
-from . import backward
+from . import backward, routed
 from .backward import ModelFileError, member_count
 
 META_NAME = "evalstop_gym.json"
@@ -252,7 +252,7 @@ class Learned:
         """
         if cls is Learned and is_backward_file(path):
             label = kwargs.get("label", args[1] if len(args) > 1 else None)
-            return backward.BackwardStopper(
+            return routed.load_stopper(
                 path, label=label, sha256=kwargs.get("sha256"), trust=kwargs.get("trust", False)
             )
         return super().__new__(cls)
@@ -423,17 +423,25 @@ class Learned:
 SPEC_PREFIXES = ("pretrained", "model")
 
 
+#: The backward-induction stopper classes with shipped models (``pretrained:NAME``).
+BACKWARD_SHIPPED: tuple[type[backward.BackwardStopper], ...] = (
+    backward.BackwardStopper,
+    routed.RoutedStopper,
+)
+
+
 def pretrained_names() -> list[str]:
     """Every shipped model's name: the SB3 ones and the backward-induction ones."""
-    return sorted({*PRETRAINED, *backward.PRETRAINED})
+    return sorted({*PRETRAINED, *(n for c in BACKWARD_SHIPPED for n in c.shipped)})
 
 
 def pretrained_sha256(name: str) -> str:
-    """The pinned SHA-256 of the shipped model ``name`` (either kind)."""
+    """The pinned SHA-256 of the shipped model ``name`` (any kind)."""
     if name in PRETRAINED:
         return PRETRAINED[name]
-    if name in backward.PRETRAINED:
-        return backward.PRETRAINED[name]
+    for c in BACKWARD_SHIPPED:
+        if name in c.shipped:
+            return c.shipped[name]
     raise ConfigError("pretrained", name, f"one of {pretrained_names()}")
 
 
@@ -450,15 +458,16 @@ def load_model(
     Both are loaded only once their bytes match ``sha256`` or their ``.sha256`` record.
     """
     if is_backward_file(path):
-        return backward.BackwardStopper(path, label=label, sha256=sha256)
+        return routed.load_stopper(path, label=label, sha256=sha256)
     return Learned(path, label=label, sha256=sha256)
 
 
 def from_spec(spec: str) -> Learned | backward.BackwardStopper:
     """The learned stopper a command-line spec names.
 
-    ``pretrained:NAME`` is a shipped model (:meth:`Learned.pretrained`, ``hard``, or
-    :meth:`~baselines.backward.BackwardStopper.pretrained`, ``general``);
+    ``pretrained:NAME`` is a shipped model (:meth:`Learned.pretrained`, ``hard``;
+    :meth:`~baselines.backward.BackwardStopper.pretrained`, ``general``; or
+    :meth:`~baselines.routed.RoutedStopper.pretrained`, ``routed``);
     ``model:PATH`` a model file with its ``.sha256`` record (as ``train`` writes): an
     SB3 zip, or a backward-induction ``.npz`` (``train --algo lsm``).  A
     backward-induction stopper reads the task's noise and price from
@@ -473,8 +482,9 @@ def from_spec(spec: str) -> Learned | backward.BackwardStopper:
             "policy", spec, f"'pretrained:NAME' (NAME in {pretrained_names()}) or 'model:PATH'"
         )
     if kind == "pretrained":
-        if arg in backward.PRETRAINED:
-            return backward.BackwardStopper.pretrained(arg)
+        for c in BACKWARD_SHIPPED:
+            if arg in c.shipped:
+                return c.pretrained(arg)
         if arg not in PRETRAINED:
             raise ConfigError("pretrained", arg, f"one of {pretrained_names()}")
         return Learned.pretrained(arg)

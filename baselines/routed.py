@@ -33,6 +33,7 @@ import functools
 import io
 import json
 import math
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ import numpy as np
 from evalstop_gym.errors import ConfigError
 
 from .backward import (
+    ARRAY_KEYS,
     DEFAULT_FEATURES,
     FEATURE_SETS,
     FORMAT,
@@ -55,6 +57,7 @@ from .backward import (
     check_grid_and_settings,
     features_at,
     fit_backward,
+    member_count,
     pack_model,
     read_members,
     read_model_bytes,
@@ -360,8 +363,11 @@ class RoutedStopper(BackwardStopper):
     #: Decisions depend on the jobs seen before: score it by playing episodes in order.
     stateful = True
     model_class: Any = RoutedModel
-    #: No routed model is shipped yet (``pretrained`` refuses every name).
-    shipped: ClassVar[dict[str, str]] = {}
+    #: The shipped routed model (``pretrained:routed``, ``baselines/pretrained/routed.npz``):
+    #: ``evalstop-gym train --algo lsm --task routed``; its SHA-256, pinned.
+    shipped: ClassVar[dict[str, str]] = {
+        "routed": "5c049a8064fe6ef3517358bcc486fdadcb82462e236a7dc7134893e7e13bb62b",
+    }
     shipped_label = "Routed-pretrained"
     default_name = "Routed"
 
@@ -406,6 +412,35 @@ class RoutedStopper(BackwardStopper):
         """The model file, the regimes and the settings it reads."""
         shown = ", ".join(f"{k}={v:g}" for k, v in self.settings.items())
         return f"RoutedStopper({self.path!r}, regimes={self.model.regimes}, {shown})"
+
+
+def load_stopper(
+    path: str | Path,
+    *,
+    label: str | None = None,
+    sha256: str | None = None,
+    trust: bool = False,
+) -> BackwardStopper:
+    """The stopper of a backward-induction model file of either format, read once its bytes
+    match ``sha256`` or their ``.sha256`` record: a routed file (it holds the routed
+    metadata member) as a :class:`RoutedStopper`, any other as a
+    :class:`~baselines.backward.BackwardStopper` (whose loader says what is wrong with it).
+    """
+    data = read_model_bytes(Path(path), path, trust, sha256)
+    cls = RoutedStopper if _holds(data, f"{ROUTED_META}.npy", str(path)) else BackwardStopper
+    stopper = cls(cls.model_class.from_bytes(data, str(path)), label=label)
+    stopper.path = str(path)
+    return stopper
+
+
+def _holds(data: bytes, member: str, where: str) -> bool:
+    """Whether the (bounded) zip ``data`` names ``member`` (False: not a readable zip)."""
+    try:
+        member_count(data, where, 2 * MAX_REGIMES + 1 + len(ARRAY_KEYS))
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            return member in zf.namelist()
+    except Exception:  # untrusted bytes: the format's own loader reports them
+        return False
 
 
 # ---------------------------------------------------------------------------------------
@@ -570,4 +605,5 @@ __all__ = [
     "RoutedStopper",
     "evidence_index",
     "fit_routed",
+    "load_stopper",
 ]

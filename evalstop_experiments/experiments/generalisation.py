@@ -1107,7 +1107,14 @@ LSM_TEST_TASKS: tuple[str, ...] = tuple(t for t in TEST_TASKS if t != HELDOUT)
 #: The general model is scored on every synthetic task at these price factors.
 LSM_PRICES: tuple[float, ...] = (0.5, 1.0, 2.0)
 #: ``--quick``: one per-task model on 4 episodes, the general model on 8, 2 test seeds.
-LSM_QUICK = {"tasks": ("hard-0.05",), "episodes": 4, "general_episodes": 8, "seeds": 2}
+#: The routed model on 10 (the fewest of the general draws that hold every regime).
+LSM_QUICK = {
+    "tasks": ("hard-0.05",),
+    "episodes": 4,
+    "general_episodes": 8,
+    "routed_episodes": 10,
+    "seeds": 2,
+}
 #: The ``learner`` field of the backward-induction rows (E9 rows too; REPORT.md's E9 section
 #: shows them under the PPO grid).
 LSM_LEARNER = "lsm"
@@ -1119,10 +1126,12 @@ def run_lsm_e9(
     quick: bool = False,
     seeds: int = 30,
     general: str | Path | None = None,
+    routed: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train the per-task backward-induction models (and the general one, unless ``general``
-    names a model file), score them: rows of the matrix and of the general model's prices.
+    """Train the per-task backward-induction models (and the general and routed ones, unless
+    ``general`` / ``routed`` name model files), score them: rows of the matrix and of the
+    general and routed models' prices (the routed one played, in time order).
 
     Every row of a cell shares its seeds with the cell's best floor family and its reference.
     Per-seed NoStop and reference runs are kept in ``OUT/e9_backward/refs.json``.
@@ -1130,6 +1139,7 @@ def run_lsm_e9(
     import json
 
     from baselines.backward import BackwardStopper
+    from baselines.routed import RoutedStopper
     from evalstop_gym.fileio import atomic_write as write
 
     folder = Path(out) / "e9_backward"
@@ -1149,9 +1159,23 @@ def run_lsm_e9(
         general_path: Path = trained[GENERAL]["path"]
     else:
         general_path = Path(general)
-    stoppers = {f"lsm[{t}]": BackwardStopper(r["path"]) for t, r in trained.items() if t != GENERAL}
+    if routed is None:
+        if progress is not None:
+            progress("E9 training the routed backward-induction model")
+        n = LSM_QUICK["routed_episodes"] if quick else None
+        trained[ROUTED] = train_lsm(ROUTED, folder / "routed.npz", episodes=n)
+        routed_path: Path = trained[ROUTED]["path"]
+    else:
+        routed_path = Path(routed)
+    overall = (GENERAL, ROUTED)
+    stoppers = {
+        f"lsm[{t}]": BackwardStopper(r["path"]) for t, r in trained.items() if t not in overall
+    }
     stoppers[f"lsm[{GENERAL}]"] = BackwardStopper(
         general_path, sha256=None if general is None else _pinned(general_path)
+    )
+    stoppers[f"lsm[{ROUTED}]"] = RoutedStopper(
+        routed_path, sha256=None if routed is None else _pinned(routed_path, RoutedStopper)
     )
     cache_path = folder / "refs.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
@@ -1169,7 +1193,10 @@ def run_lsm_e9(
         if cache_path.exists():  # runs sharing the folder add their references to it
             for key, got in json.loads(cache_path.read_text()).items():
                 cache[key] = {**got, **cache.get(key, {})}
-        chosen = stoppers if factor == 1.0 else {f"lsm[{GENERAL}]": stoppers[f"lsm[{GENERAL}]"]}
+        # Off the suite's price: the general and routed models (--quick: the general one;
+        # the routed one is played, seconds an episode).
+        off = overall[:1] if quick else overall
+        chosen = stoppers if factor == 1.0 else {f"lsm[{t}]": stoppers[f"lsm[{t}]"] for t in off}
         for r in lsm_cell_rows(chosen, task, factor, test_seeds, cache=cache, quick=quick):
             r["learner"] = LSM_LEARNER
             name = r["stopper"].removeprefix("lsm[").removesuffix("]")
@@ -1189,18 +1216,20 @@ SUITE_SYNTHETIC: tuple[str, ...] = (
 )
 
 
-def _pinned(path: Path) -> str | None:
-    """The pinned hash of a shipped backward-induction model at ``path`` (None: not shipped)."""
+def _pinned(path: Path, cls: Any = None) -> str | None:
+    """The pinned hash of a shipped model of stopper class ``cls`` (default
+    :class:`~baselines.backward.BackwardStopper`) at ``path`` (None: not shipped)."""
     from baselines import backward
 
+    shipped = (cls or backward.BackwardStopper).shipped
     name = path.stem
     if path.resolve() == (backward.PRETRAINED_DIR / f"{name}.npz").resolve():
-        return backward.PRETRAINED.get(name)
+        return shipped.get(name)
     return None
 
 
 def lsm_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The backward-induction tables: the matrix at 1x, then the general model's prices."""
+    """The backward-induction tables: the matrix at 1x, then the general and routed models' prices."""
     one = [r for r in rows if r["price_factor"] == 1.0]
     tests = list(dict.fromkeys(r["test"] for r in one))
     names = list(dict.fromkeys(r["stopper"].split(" (")[0] for r in one))
@@ -1222,20 +1251,23 @@ def lsm_markdown(rows: Sequence[dict[str, Any]]) -> str:
     )
     text = "\n".join(lines) + f"\n\nBest floor family per task: {floors}.\n"
     prices = sorted({r["price_factor"] for r in rows})
-    gen = [r for r in rows if r["stopper"].split(" (")[0] in (f"lsm[{GENERAL}]", "Best floor")]
+    overall = ("Best floor", f"lsm[{GENERAL}]", f"lsm[{ROUTED}]")
+    gen = [r for r in rows if r["stopper"].split(" (")[0] in overall]
     if len(prices) > 1:
         head = ["task", "stopper"] + [f"{f:g}x" for f in prices]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         by = {(r["test"], r["stopper"].split(" (")[0], r["price_factor"]): r for r in gen}
         for t in dict.fromkeys(r["test"] for r in gen if r["test"] in SUITE_SYNTHETIC):
-            for n in ("Best floor", f"lsm[{GENERAL}]"):
+            for n in overall:
+                if not any((t, n, f) in by for f in prices):
+                    continue
                 lines.append(
                     "| "
                     + " | ".join([t, n] + [_lsm_cell(by.get((t, n, f))) for f in prices])
                     + " |"
                 )
         text += (
-            "\nThe general model at each price (n/a: Bayes's gain over NoStop has a CI reaching 0):\n\n"
+            "\nThe general and routed models at each price (n/a: Bayes's gain over NoStop has a CI reaching 0):\n\n"
             + "\n".join(lines)
             + "\n"
         )
@@ -1294,13 +1326,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Score the backward-induction models on tasks, e.g. the held-out real-run task.
 
     ``python -m evalstop_experiments.experiments.generalisation --tasks trl-heldout``
-    scores ``pretrained:general`` (and every ``lsm-<task>.npz`` with its record in
+    scores ``pretrained:general`` and ``pretrained:routed`` (and every ``lsm-<task>.npz`` with its record in
     ``--models``) beside the task's best floor family; writes ``OUT/E9_backward.*``.
     ``--all`` makes every backward-induction row of E9 instead (:func:`run_lsm_e9`).
     """
     import argparse
 
     from baselines.backward import BackwardStopper
+    from baselines.routed import RoutedStopper
 
     ap = argparse.ArgumentParser(prog="python -m evalstop_experiments.experiments.generalisation")
     ap.add_argument("--tasks", default=HELDOUT, help="comma-separated tasks (default trl-heldout)")
@@ -1312,7 +1345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--all",
         action="store_true",
         help="E9's backward-induction rows: train the per-task models, score them and "
-        "pretrained:general on every test task at 1x and the synthetic ones at 1/2x and 2x",
+        "pretrained:general and pretrained:routed on every test task at 1x and the synthetic "
+        "ones at 1/2x and 2x",
     )
     args = ap.parse_args(argv)
     if args.all:
@@ -1322,13 +1356,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.out,
             seeds=args.seeds,
             general=backward.PRETRAINED_DIR / f"{GENERAL}.npz",
+            routed=backward.PRETRAINED_DIR / f"{ROUTED}.npz",
             progress=print,
         )
         for path in write_lsm(args.out, rows):
             print(f"wrote {path}")
         return 0
     stoppers: dict[str, Any] = {
-        f"lsm[{GENERAL}]": BackwardStopper.pretrained(GENERAL, label=f"lsm[{GENERAL}]")
+        f"lsm[{GENERAL}]": BackwardStopper.pretrained(GENERAL, label=f"lsm[{GENERAL}]"),
+        f"lsm[{ROUTED}]": RoutedStopper.pretrained(ROUTED, label=f"lsm[{ROUTED}]"),
     }
     for path in sorted(Path(args.models).glob("lsm-*.npz")) if args.models else []:
         stoppers[f"lsm[{path.stem[4:]}]"] = BackwardStopper(path)

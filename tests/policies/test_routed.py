@@ -5,6 +5,7 @@ is checked and trusted like every model file."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,3 +195,36 @@ def test_fit_refuses_regimes_that_do_not_fit_the_episodes() -> None:
 def test_no_routed_model_is_shipped_and_a_backward_name_is_refused() -> None:
     with pytest.raises(ConfigError, match="pretrained"):
         RoutedStopper.pretrained("general")  # the backward model's name, not a routed one
+
+
+def test_the_shipped_routed_model_is_pinned_and_loads_through_every_entry(tmp_path) -> None:
+    from baselines.backward import PRETRAINED_DIR, BackwardStopper
+    from baselines.learned import Learned, from_spec, load_model, pretrained_sha256
+    from evalstop_gym.fileio import sha256_bytes
+
+    (name,) = RoutedStopper.shipped
+    path = PRETRAINED_DIR / f"{name}.npz"
+    digest = RoutedStopper.shipped[name]
+    assert sha256_bytes(path.read_bytes()) == digest == pretrained_sha256(name)
+    assert Path(f"{path}.sha256").read_text().split() == [digest, path.name]
+    for st in (from_spec(f"pretrained:{name}"), load_model(path), Learned(path),
+               RoutedStopper.pretrained()):  # fmt: skip
+        assert type(st) is RoutedStopper and st.stateful
+        assert st.model.regimes == ["hard", "realistic", "paper", "grounded"]
+    # a backward file still loads as a backward stopper; the routed class refuses its name
+    assert type(load_model(PRETRAINED_DIR / "general.npz")) is BackwardStopper
+    # the pinned hash guards the shipped bytes: a changed copy with a new record is refused
+    bad = tmp_path / f"{name}.npz"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    bad.write_bytes(bytes(data))
+    with pytest.raises(UntrustedFileError):
+        routed.load_stopper(bad, sha256=digest)
+
+
+def test_the_benchmark_plays_the_shipped_routed_model(capsys) -> None:
+    from evalstop_cli.main import main
+
+    argv = ["benchmark", "--seeds", "1", "--workers", "1", "--n-jobs", "8"]
+    assert main([*argv, "--calibration", "paper", "--policy", "pretrained:routed"]) == 0
+    assert "pretrained:routed" in capsys.readouterr().out
