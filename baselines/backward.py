@@ -391,18 +391,7 @@ class BackwardModel:
         """
         j = self._index[bucket]
         roots = self.roots[self.model_trees[j] : self.model_trees[j + 1]]
-        x = np.asarray(x, dtype=float)
-        rows = np.arange(len(x))[:, None]
-        node = np.broadcast_to(roots, (len(x), len(roots))).copy()
-        for _ in range(self.depth):
-            leaf = self.leaf[node]
-            if leaf.all():
-                break
-            v = x[rows, self.feature[node]]
-            go_left = np.where(np.isnan(v), self.missing_left[node], v <= self.threshold[node])
-            nxt = np.where(go_left, self.left[node], self.right[node])
-            node = np.where(leaf, node, nxt)
-        vals = self.value[node]
+        vals = self.value[leaf_nodes(self, roots, np.asarray(x, dtype=float))]
         out = np.full(len(x), float(self.baseline[j]))
         for c in range(vals.shape[1]):
             out += vals[:, c]
@@ -514,6 +503,26 @@ def check_grid_and_settings(meta: dict[str, Any], bad: str) -> None:
         isinstance(defaults.get(s), int | float) and math.isfinite(defaults[s]) for s in SETTINGS
     ):
         raise ModelFileError(f"{bad}: default_settings must give {list(SETTINGS)} as numbers")
+
+
+def leaf_nodes(forest: Any, roots: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """(n, T) the leaf each row of ``x`` (n, F) reaches in each tree rooted at ``roots``.
+
+    ``forest`` holds the node arrays (``feature``, ``threshold``, ``left``, ``right``,
+    ``missing_left``, ``leaf``) and ``depth``.  The trees are walked together: NaN goes
+    where the tree learned missing values go, a value <= the threshold goes left.
+    """
+    rows = np.arange(len(x))[:, None]
+    node = np.broadcast_to(roots, (len(x), len(roots))).copy()
+    for _ in range(forest.depth):
+        leaf = forest.leaf[node]
+        if leaf.all():
+            break
+        v = x[rows, forest.feature[node]]
+        go_left = np.where(np.isnan(v), forest.missing_left[node], v <= forest.threshold[node])
+        nxt = np.where(go_left, forest.left[node], forest.right[node])
+        node = np.where(leaf, node, nxt)
+    return node
 
 
 def _max_depth(left: np.ndarray, right: np.ndarray, leaf: np.ndarray, roots: np.ndarray) -> int:

@@ -57,6 +57,7 @@ from .backward import (
     check_grid_and_settings,
     features_at,
     fit_backward,
+    leaf_nodes,
     member_count,
     pack_model,
     read_members,
@@ -299,16 +300,7 @@ class JointForest:
         roots, gather, base, members = self._bucket(bucket)
         if not members:
             return {}
-        rows = np.arange(len(x))[:, None]
-        node = np.broadcast_to(roots, (len(x), len(roots))).copy()
-        for _ in range(self.depth):
-            leaf = self.leaf[node]
-            if leaf.all():
-                break
-            v = x[rows, self.feature[node]]
-            go_left = np.where(np.isnan(v), self.missing_left[node], v <= self.threshold[node])
-            nxt = np.where(go_left, self.left[node], self.right[node])
-            node = np.where(leaf, node, nxt)
+        node = leaf_nodes(self, roots, x)
         vals = np.concatenate([self.value[node], np.zeros((len(x), 1))], axis=1)
         terms = np.concatenate(
             [np.broadcast_to(base[None, :, None], (len(x), len(base), 1)), vals[:, gather]], axis=2

@@ -1151,32 +1151,17 @@ def run_lsm_e9(
         if progress is not None:
             progress(f"E9 training the backward-induction model on {task}")
         trained[task] = train_lsm(task, folder / f"lsm-{task}.npz", episodes=episodes)
-    if general is None:
-        if progress is not None:
-            progress("E9 training the general backward-induction model")
-        n = LSM_QUICK["general_episodes"] if quick else None
-        trained[GENERAL] = train_lsm(GENERAL, folder / "general.npz", episodes=n)
-        general_path: Path = trained[GENERAL]["path"]
-    else:
-        general_path = Path(general)
-    if routed is None:
-        if progress is not None:
-            progress("E9 training the routed backward-induction model")
-        n = LSM_QUICK["routed_episodes"] if quick else None
-        trained[ROUTED] = train_lsm(ROUTED, folder / "routed.npz", episodes=n)
-        routed_path: Path = trained[ROUTED]["path"]
-    else:
-        routed_path = Path(routed)
     overall = (GENERAL, ROUTED)
-    stoppers = {
-        f"lsm[{t}]": BackwardStopper(r["path"]) for t, r in trained.items() if t not in overall
-    }
-    stoppers[f"lsm[{GENERAL}]"] = BackwardStopper(
-        general_path, sha256=None if general is None else _pinned(general_path)
-    )
-    stoppers[f"lsm[{ROUTED}]"] = RoutedStopper(
-        routed_path, sha256=None if routed is None else _pinned(routed_path, RoutedStopper)
-    )
+    stoppers = {f"lsm[{t}]": BackwardStopper(r["path"]) for t, r in trained.items()}
+    for name, given, cls in ((GENERAL, general, BackwardStopper), (ROUTED, routed, RoutedStopper)):
+        if given is None:
+            if progress is not None:
+                progress(f"E9 training the {name} backward-induction model")
+            n = LSM_QUICK[f"{name}_episodes"] if quick else None
+            trained[name] = train_lsm(name, folder / f"{name}.npz", episodes=n)
+            stoppers[f"lsm[{name}]"] = cls(trained[name]["path"])
+        else:
+            stoppers[f"lsm[{name}]"] = cls(given, sha256=_pinned(Path(given), cls))
     cache_path = folder / "refs.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     test_seeds = list(range(LSM_QUICK["seeds"] if quick else seeds))
