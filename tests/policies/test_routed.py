@@ -228,3 +228,22 @@ def test_the_benchmark_plays_the_shipped_routed_model(capsys) -> None:
     argv = ["benchmark", "--seeds", "1", "--workers", "1", "--n-jobs", "8"]
     assert main([*argv, "--calibration", "paper", "--policy", "pretrained:routed"]) == 0
     assert "pretrained:routed" in capsys.readouterr().out
+
+
+def test_a_live_run_is_routed_by_its_own_evidence_and_each_run_starts_afresh() -> None:
+    from baselines.online import OnlineStopper
+    from evalstop_gym.suite import suite_task
+
+    st = RoutedStopper.pretrained().bind_task(suite_task("hard-0.12"))
+    curve = [0.2 + 0.05 * i if i < 8 else 0.6 - 0.06 * (i - 8) for i in range(20)]
+    stops = []
+    for _ in range(2):  # a second run with the same policy object: the pool starts empty
+        live = OnlineStopper(st, len(curve))
+        assert st.jobs_seen == 0
+        for i, v in enumerate(curve):
+            if live.observe(v, loss=1.0 - 0.02 * i):
+                break
+        stops.append((live.stop_step, live.best_index, st.jobs_seen))
+    assert stops[0] == stops[1]
+    stop, best, seen = stops[0]
+    assert best == 8 and stop is not None and best < stop < len(curve) and seen == 1
