@@ -3,13 +3,15 @@ Bayes minus every floor with a paired interval over seeds.
 
     python benchmarks/grounded_suite.py                  # grounded-0.05, 30 test seeds
     python benchmarks/grounded_suite.py --task english-heldout --n-jobs 100
+    python benchmarks/grounded_suite.py --policy pretrained:routed   # a stopper beside them
 
 Prints the suite table (every floor family tuned on the validation seeds, EvalStop,
 CUSUM, Bayes, CurveOracle, Oracle, at 1/2x, 1x and 2x the task's price), the
 CI-coverage check, the best floor family per price, Bayes minus each floor (score
 units: the difference of their gains over NoStop divided by the reference's, 95 %
-paired bootstrap CI over seeds) and where each floor stops (its recall after the
-peak, its stops before the peak, its healthy RLHF stops); writes E8.csv and E8.md
+paired bootstrap CI over seeds) and where each stopper stops at each price (its
+recall after the peak, its stops before the peak, its healthy RLHF stops); ``--policy
+SPEC`` (repeatable) scores more stoppers beside the suite's; writes E8.csv and E8.md
 to --out.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import sys
 
 import numpy as np
 
@@ -28,7 +31,9 @@ from evalstop_experiments.scoring import (
     ScoreRow,
     markdown_table,
     paired_diff_ci,
+    stopper_spec,
 )
+from evalstop_gym.errors import ConfigError
 from evalstop_gym.suite import PRICE_FACTORS
 
 
@@ -79,9 +84,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=30, help="test seeds 0..N-1 (default 30)")
     p.add_argument("--n-jobs", type=int, default=None, help="jobs per episode (default the task's)")
     p.add_argument("--out", default="grounded_suite", help="folder of E8.csv and E8.md")
+    p.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        help="a stopper to score beside the suite's (repeatable): pretrained:NAME, model:PATH, "
+        "module:Class or file.py:Class",
+    )
     args = p.parse_args(argv)
+    try:
+        extra = [stopper_spec(s) for s in args.policy]  # a bad spec fails before any episode
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     t0 = _cpu()
-    rows = run_e8([args.task], range(args.seeds), n_jobs=args.n_jobs, progress=print)
+    rows = run_e8(
+        [args.task], range(args.seeds), n_jobs=args.n_jobs, progress=print, extra_stoppers=extra
+    )
     cpu = _cpu() - t0
     print(markdown_table([r.as_dict() for r in rows]))
     print(notes(rows))
@@ -92,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print("\nBayes minus each floor (score units, paired 95 % CI over seeds):")
     print("\n".join(bayes_minus_floors(rows)))
-    print()
-    print("\n".join(where_floors_stop(rows)))
+    for f in PRICE_FACTORS:
+        print()
+        print("\n".join(where_floors_stop(rows, f)))
     for path in write_e8(args.out, rows):
         print(f"wrote {path}")
     print(f"CPU {cpu:.0f} s (this process and its workers)")
