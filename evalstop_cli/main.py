@@ -237,8 +237,9 @@ def add_benchmark_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="SPEC",
-        help="add a stopper (repeatable): pretrained:hard (the shipped model) or "
-        "model:PATH (a model file with its .sha256 record, as `train` writes); with --suite "
+        help="add a stopper (repeatable): pretrained:NAME (a shipped model: hard, the PPO "
+        "one; general and routed, backward induction) or model:PATH (a model file with its "
+        ".sha256 record, as `train` writes); with --suite "
         "also module:Class or path/to/file.py:Class (your own Policy class, built with no "
         "arguments)",
     )
