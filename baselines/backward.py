@@ -172,6 +172,9 @@ MAX_MEMBER_BYTES = 256 * 2**20
 MAX_NODES = 2**24
 #: The deepest tree a model may hold.
 MAX_DEPTH = 64
+#: The most trees one bucket's model may hold (a fit makes max_iter of them; 100 here).
+#: A routed decision walks several models' trees padded to the longest: this bounds it.
+MAX_BUCKET_TREES = 4096
 
 #: Folder of the shipped models (package data), shared with the SB3 models.
 PRETRAINED_DIR = Path(__file__).with_name("pretrained")
@@ -564,10 +567,12 @@ def _check_model(a: dict[str, np.ndarray], meta: Any, bad: str) -> None:
         and (a["right"][inner] > idx[inner]).all()
         and (a["left"][inner] < n).all()
         and (a["right"][inner] < n).all()
-        and (a["feature"][inner] >= 0).all()
-        and (a["feature"][inner] < len(features)).all()
     ):
-        raise ModelFileError(f"{bad}: a node's children or feature are out of range")
+        raise ModelFileError(f"{bad}: a node's children are out of range")
+    # Every node's feature, leaves too: a traversal reads x at a leaf's feature before it
+    # sees that the node is a leaf (scikit-learn's leaves, packed, hold 0).
+    if not ((a["feature"] >= 0).all() and (a["feature"] < len(features)).all()):
+        raise ModelFileError(f"{bad}: a node's feature is out of range")
     if not np.isfinite(a["value"][leaf]).all() or not np.isfinite(a["baseline"]).all():
         raise ModelFileError(f"{bad}: a leaf value or baseline is not finite")
     t, b = len(a["roots"]), len(a["baseline"])
@@ -583,6 +588,8 @@ def _check_model(a: dict[str, np.ndarray], meta: Any, bad: str) -> None:
         or len(set(a["buckets"].tolist())) != b
     ):
         raise ModelFileError(f"{bad}: tree or bucket offsets are inconsistent")
+    if (np.diff(mt) > MAX_BUCKET_TREES).any():
+        raise ModelFileError(f"{bad}: a bucket model of more than {MAX_BUCKET_TREES} trees")
     if (
         _max_depth(a["left"].astype(np.intp), a["right"].astype(np.intp), leaf, a["roots"])
         > MAX_DEPTH

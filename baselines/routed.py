@@ -48,6 +48,7 @@ from .backward import (
     DEFAULT_FEATURES,
     FEATURE_SETS,
     FORMAT,
+    META_KEY,
     SETTINGS,
     BackwardModel,
     BackwardStopper,
@@ -419,20 +420,25 @@ def load_stopper(
     :class:`~baselines.backward.BackwardStopper` (whose loader says what is wrong with it).
     """
     data = read_model_bytes(Path(path), path, trust, sha256)
-    cls = RoutedStopper if _holds(data, f"{ROUTED_META}.npy", str(path)) else BackwardStopper
+    names = _member_names(data, str(path))
+    # np.load names a member with or without its .npy suffix: either spelling counts.
+    routed = any(m in names for m in (ROUTED_META, f"{ROUTED_META}.npy")) and not any(
+        m in names for m in (META_KEY, f"{META_KEY}.npy")
+    )
+    cls = RoutedStopper if routed else BackwardStopper
     stopper = cls(cls.model_class.from_bytes(data, str(path)), label=label)
     stopper.path = str(path)
     return stopper
 
 
-def _holds(data: bytes, member: str, where: str) -> bool:
-    """Whether the (bounded) zip ``data`` names ``member`` (False: not a readable zip)."""
+def _member_names(data: bytes, where: str) -> set[str]:
+    """The member names of the (bounded) zip ``data`` (empty: not a readable zip)."""
     try:
         member_count(data, where, 2 * MAX_REGIMES + 1 + len(ARRAY_KEYS))
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            return member in zf.namelist()
+            return set(zf.namelist())
     except Exception:  # untrusted bytes: the format's own loader reports them
-        return False
+        return set()
 
 
 # ---------------------------------------------------------------------------------------

@@ -1317,9 +1317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``--all`` makes every backward-induction row of E9 instead (:func:`run_lsm_e9`).
     """
     import argparse
+    import sys
 
     from baselines.backward import BackwardStopper
-    from baselines.routed import RoutedStopper
+    from baselines.routed import RoutedStopper, load_stopper
+    from evalstop_gym.errors import ConfigError
 
     ap = argparse.ArgumentParser(prog="python -m evalstop_experiments.experiments.generalisation")
     ap.add_argument("--tasks", default=HELDOUT, help="comma-separated tasks (default trl-heldout)")
@@ -1353,7 +1355,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"lsm[{ROUTED}]": RoutedStopper.pretrained(ROUTED, label=f"lsm[{ROUTED}]"),
     }
     for path in sorted(Path(args.models).glob("lsm-*.npz")) if args.models else []:
-        stoppers[f"lsm[{path.stem[4:]}]"] = BackwardStopper(path)
+        name = f"lsm[{path.stem[4:]}]"
+        if name in stoppers:  # the shipped models' rows keep their own names
+            err = ConfigError(
+                "models",
+                str(path),
+                f"a file not named {path.name}: {name} is a shipped model's row",
+            )
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        stoppers[name] = load_stopper(path)
     rows = []
     for task in args.tasks.split(","):
         rows += lsm_cell_rows(stoppers, task, args.price_factor, list(range(args.seeds)))

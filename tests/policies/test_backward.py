@@ -129,6 +129,20 @@ def test_model_files_that_hold_pickles_or_bad_indices_are_refused(model: Backwar
     loop[inner] = inner  # a node that is its own child
     with pytest.raises(ModelFileError, match="out of range"):
         BackwardModel.from_bytes(_npz({**arrays, "left": loop}))
+    # a leaf's feature is read by the walk too: out of range is refused, not an IndexError later
+    far = arrays["feature"].copy()
+    far[np.flatnonzero(arrays["leaf"])[0]] = 10_000
+    with pytest.raises(ModelFileError, match="feature is out of range"):
+        BackwardModel.from_bytes(_npz({**arrays, "feature": far}))
+    # a bucket model of millions of trees (roots are cheap to compress) is refused
+    from baselines.backward import MAX_BUCKET_TREES
+
+    many = MAX_BUCKET_TREES + 1 + len(arrays["roots"])
+    roots = np.concatenate([arrays["roots"], np.zeros(many - len(arrays["roots"]), np.int32)])
+    mt = arrays["model_trees"].copy()
+    mt[1:] += many - len(arrays["roots"])
+    with pytest.raises(ModelFileError, match="trees"):
+        BackwardModel.from_bytes(_npz({**arrays, "roots": roots, "model_trees": mt}))
     with pytest.raises(ModelFileError, match="not a zip"):
         BackwardModel.from_bytes(b"not a zip at all")
     buf = io.BytesIO()

@@ -192,7 +192,7 @@ def test_fit_refuses_regimes_that_do_not_fit_the_episodes() -> None:
         fit_routed(data, regimes, NAMES, share=1.0)
 
 
-def test_no_routed_model_is_shipped_and_a_backward_name_is_refused() -> None:
+def test_a_backward_models_name_is_refused_as_a_routed_pretrained_model() -> None:
     with pytest.raises(ConfigError, match="pretrained"):
         RoutedStopper.pretrained("general")  # the backward model's name, not a routed one
 
@@ -247,3 +247,30 @@ def test_a_live_run_is_routed_by_its_own_evidence_and_each_run_starts_afresh() -
     assert stops[0] == stops[1]
     stop, best, seen = stops[0]
     assert best == 8 and stop is not None and best < stop < len(curve) and seen == 1
+
+
+def test_the_loader_tells_the_formats_by_their_metadata_member(
+    model: RoutedModel, tmp_path
+) -> None:
+    import zipfile
+
+    from baselines.backward import BackwardStopper
+
+    # np.load names a member with or without ".npy": a routed file of either spelling routes
+    src = io.BytesIO(model.to_bytes())
+    out = io.BytesIO()
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w") as zout:
+        for info in zin.infolist():
+            name = (
+                info.filename.removesuffix(".npy")
+                if "routed_json" in info.filename
+                else info.filename
+            )
+            zout.writestr(name, zin.read(info))
+    path = tmp_path / "bare-meta.npz"
+    path.write_bytes(out.getvalue())
+    assert type(routed.load_stopper(path, trust=True)) is RoutedStopper
+    # a backward file stays a backward stopper, whatever else it holds
+    expert = tmp_path / "expert.npz"
+    expert.write_bytes(model.experts[0].to_bytes())
+    assert type(routed.load_stopper(expert, trust=True)) is BackwardStopper
