@@ -385,6 +385,11 @@ class BackwardModel:
         """Whether a model was fitted for decision bucket ``bucket``."""
         return bucket in self._index
 
+    def bucket_trees(self, bucket: int) -> tuple[np.ndarray, float]:
+        """The root nodes of bucket ``bucket``'s trees, in order, and its baseline."""
+        j = self._index[bucket]
+        return self.roots[self.model_trees[j] : self.model_trees[j + 1]], float(self.baseline[j])
+
     def predict(self, bucket: int, x: np.ndarray) -> np.ndarray:
         """(n,) the predicted gain of continuing for feature rows ``x`` (n, F) at ``bucket``.
 
@@ -392,10 +397,9 @@ class BackwardModel:
         learned missing values go, a value <= the threshold goes left), and their
         leaf values are added to the baseline in tree order, as scikit-learn adds them.
         """
-        j = self._index[bucket]
-        roots = self.roots[self.model_trees[j] : self.model_trees[j + 1]]
+        roots, baseline = self.bucket_trees(bucket)
         vals = self.value[leaf_nodes(self, roots, np.asarray(x, dtype=float))]
-        out = np.full(len(x), float(self.baseline[j]))
+        out = np.full(len(x), baseline)
         for c in range(vals.shape[1]):
             out += vals[:, c]
         return out

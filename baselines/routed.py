@@ -277,16 +277,16 @@ class JointForest:
     def _bucket(self, bucket: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
         """The bucket's roots, its (M, T) gather of leaf values, baselines and models."""
         if bucket not in self._buckets:
-            roots, slices, base, members = [], [], [], []
+            roots, slices, base, members, at = [], [], [], [], 0
             for m, model in enumerate(self._models):
                 if not model.has_bucket(bucket):
                     continue
-                j = model._index[bucket]
-                r = model.roots[model.model_trees[j] : model.model_trees[j + 1]]
-                slices.append(np.arange(len(r)) + sum(len(x) for x in roots))
+                r, b0 = model.bucket_trees(bucket)
+                slices.append(np.arange(at, at + len(r)))
                 roots.append(r.astype(np.intp) + self._starts[m])
-                base.append(float(model.baseline[j]))
+                base.append(b0)
                 members.append(m)
+                at += len(r)
             flat = np.concatenate(roots) if roots else np.zeros(0, np.intp)
             width = max((len(c) for c in slices), default=0)
             gather = np.full((len(slices), width), len(flat))  # past the end: a 0.0 pad

@@ -1201,15 +1201,14 @@ SUITE_SYNTHETIC: tuple[str, ...] = (
 )
 
 
-def _pinned(path: Path, cls: Any = None) -> str | None:
-    """The pinned hash of a shipped model of stopper class ``cls`` (default
-    :class:`~baselines.backward.BackwardStopper`) at ``path`` (None: not shipped)."""
+def _pinned(path: Path, cls: Any) -> str | None:
+    """The pinned hash of a shipped model of stopper class ``cls`` at ``path`` (None: not
+    shipped)."""
     from baselines import backward
 
-    shipped = (cls or backward.BackwardStopper).shipped
     name = path.stem
     if path.resolve() == (backward.PRETRAINED_DIR / f"{name}.npz").resolve():
-        return shipped.get(name)
+        return cls.shipped.get(name)
     return None
 
 
