@@ -42,6 +42,12 @@ from typing import Any
 
 import numpy as np
 
+try:  # np.einsum without ``optimize`` returns this C function's result: called directly, the
+    # posterior skips the Python wrapper (same function, same bits)
+    from numpy._core.multiarray import c_einsum as _einsum
+except ImportError:  # pragma: no cover - numpy 1.x
+    _einsum = np.einsum
+
 from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.boundary import JobView
@@ -500,7 +506,7 @@ class BayesStopper:
         """
         z = (pre.whiten @ y).reshape(pre.whiten_offset.shape)
         np.subtract(z, pre.whiten_offset, out=z)
-        w = np.einsum("hn,hn->h", z, z)
+        w = _einsum("hn,hn->h", z, z)
         w *= -0.5
         w += pre.log_norm
         w -= np.maximum.reduce(w)
@@ -548,11 +554,14 @@ class BayesStopper:
             return False
         pre = self._prefix[job_type][n]
         assert pre is not None
-        # The weights and the heaviest hypotheses exactly as lookahead_posterior finds them.
+        # The weights and the heaviest hypotheses exactly as lookahead_posterior finds them
+        # (_top written out: a call less per decision).
         w = self._weights(pre, evals)
-        top = self._top(job_type, w)
-        if top is not None:
-            w = w[top]
+        top_n = self._families[job_type].top
+        top = None
+        if top_n < len(w):
+            top = w.argsort()[-top_n:]
+            w = w.take(top)
             w /= np.add.reduce(w)
         b = int(evals.argmax())
         if self._shortcut and self._goes_on(job_type, pre, evals, w, top, b):
@@ -604,22 +613,30 @@ class BayesStopper:
         n = len(evals)
         steps = min(self.k - n, SHORTCUT_STEPS)
         ramp = self._ramp[job_type]
-        y_best, lowest = float(evals[b]), float(np.minimum.reduce(evals))
+        # A NaN eval is the argmax (numpy's argmax takes the first NaN), so y_best is NaN and
+        # so is the margin, whatever Python's min makes of the NaN.
+        y_best, lowest = float(evals[b]), min(evals.tolist())
         margin = SHORTCUT_MARGIN * (
             1.0 + pre.size * (1.0 + max(y_best, -lowest)) + self._noise_size + self._ramp_end
         )
         if not math.isfinite(margin):  # a NaN or infinite eval: the full look-ahead decides
             return False
-        if (self.deliver_best or n + 1 < self.k) and self._next_pays(
-            pre, evals, w, top, b, y_best, margin, ramp[1]
-        ):
-            return True
+        # Whether _next_pays answers for the first step (not for a completed job's last).
+        # Its "no" is not re-asked below; nor is a "go on" it missed by its margin, which
+        # only leaves the decision to the full look-ahead.
+        first = self.deliver_best or n + 1 < self.k
+        if first:
+            pays = self._next_pays(pre, evals, w, top, b, y_best, margin, ramp[1])
+            if pays is None:  # a first draw near its threshold: the full look-ahead decides
+                return False
+            if pays or steps == 1:
+                return pays
         h = pre.by_checkpoint_offset.shape[1]
         # Checkpoints b .. n + steps - 1 (those between b and n too: one call, not two).
         cols = (evals @ pre.by_checkpoint[:, b * h : (n + steps) * h]).reshape(-1, h)
         cols += pre.by_checkpoint_offset[b : n + steps]
         if top is not None:
-            cols = cols[:, top]
+            cols = cols.take(top, axis=1)
         stop_now = w @ cols[0]
         mean_b = cols[0][:, None]
         w_draws = w.repeat(FUTURES)  # (h * FUTURES,): the weight of each simulated future
@@ -628,20 +645,24 @@ class BayesStopper:
         for j in range(steps):
             col = cols[n - b + j][:, None]
             y = col + self._noise[j]  # (h, FUTURES): future eval j on each simulated future
-            gap = y - best
-            better = gap > 0
-            if not np.minimum.reduce(np.abs(gap, out=gap), axis=None) > margin:
-                return False
+            if j or not first:
+                gap = y - best
+                better = gap > 0
+                if not np.minimum.reduce(np.abs(gap, out=gap), axis=None) > margin:
+                    return False
+            else:  # _next_pays found every first draw clear of its threshold by the margin
+                better = y > best
             if q is None:
                 q = np.where(better, col, mean_b)
             else:
                 np.copyto(q, col, where=better)
-            if not self.deliver_best and n + j + 1 == self.k:
-                value = w @ cols[-1]  # a completed job delivers its final checkpoint
-            else:
-                value = (q.ravel() @ w_draws) / FUTURES
-            if value - ramp[j + 1] - stop_now > margin:
-                return True
+            if j or not first:  # (the first step's gain is _next_pays's)
+                if not self.deliver_best and n + j + 1 == self.k:
+                    value = w @ cols[-1]  # a completed job delivers its final checkpoint
+                else:
+                    value = (q.ravel() @ w_draws) / FUTURES
+                if value - ramp[j + 1] - stop_now > margin:
+                    return True
             if j + 1 < steps:
                 best = np.maximum(best, y, out=y)  # y is not needed after this step
         return False
@@ -656,7 +677,7 @@ class BayesStopper:
         y_best: float,
         margin: float,
         price: float,
-    ) -> bool:
+    ) -> bool | None:
         """Whether one more checkpoint already pays: :meth:`_goes_on`'s first step, counted.
 
         The same test on the same simulated futures, written per hypothesis i: future eval 0
@@ -664,9 +685,11 @@ class BayesStopper:
         ``c_i`` of them the gain over stopping now is ``sum_i w_i c_i (mean_i[n] -
         mean_i[b]) / FUTURES``: a count over the sorted draws and a few calls on vectors
         instead of (hypotheses, draws) blocks.  As in :meth:`_goes_on`, a draw within
-        ``margin`` of its threshold (where rounding could turn the comparison) or a gain
-        within ``margin`` of the price leaves the decision to the rest; a NaN or infinite
-        mean makes the gain NaN or infinite, which never counts.
+        ``margin`` of its threshold (where rounding could turn the comparison) returns None,
+        which leaves the decision to the full look-ahead; a gain within ``margin`` of the
+        price returns False, and :meth:`_goes_on` looks further, its first step's draws
+        known clear of their thresholds; a NaN or infinite mean makes the gain NaN or
+        infinite, which never counts.
         """
         rows, offset = pre.next_step[b]
         means = (rows @ evals).reshape(offset.shape)
@@ -676,9 +699,9 @@ class BayesStopper:
         # Draws below t_i - margin, and below t_i + margin: equal counts iff none is near t_i.
         ends = np.array((y_best - margin, y_best + margin))
         near = self._first_draws.searchsorted(np.subtract.outer(ends, means[0]))
-        counts = near.sum(axis=1)
-        if counts[0] != counts[1]:
-            return False
+        # near[0] <= near[1] slot by slot, so the counts are equal iff the rows are.
+        if near[0].tobytes() != near[1].tobytes():
+            return None
         gain = w @ (means[1] * self._beat_share.take(near[1]))  # means[1]: mean_i[n] - mean_i[b]
         return bool(price + margin < gain < np.inf)
 
