@@ -24,7 +24,6 @@ reference GPU (speed 1) reproduces the plain simulator bit for bit (a test).
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,13 +257,14 @@ class PooledSimulator(Simulator):
 
     def _preempt_for_best_waiting(self) -> bool:
         """Preempt worst-keyed jobs of one pool for the best waiting job, if enough can go."""
-        top = self._best_waiting(math.inf)
-        assert top is not None
-        (wkey, wjid), need_gpus = top
+        # The best waiting job of any size, cached as the base class keeps it (a waiting
+        # job leaves only by a start, which clears the cache); its demand is its gang.
+        wkey, wjid = self._top if self._top_valid else self._waiting_top()
+        need_gpus = self._gpus[wjid]
         state, run_ver, gpus = self._state, self._run_ver, self._gpus
         key_stale, run_key = self._key_stale, self._run_key
         lean = self._lean_passes
-        for p in self._job_order(wjid):
+        for p in self._order[wjid] or self._job_order(wjid):
             need = need_gpus - self._pool_free[p]
             running = self._pool_running[p]
             # The base class's read-only check, pool by pool: most attempts fail, and
