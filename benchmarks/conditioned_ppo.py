@@ -1,7 +1,8 @@
 """PPO with task conditioning: train, then score on unseen test seeds against Bayes and the floors.
 
     python benchmarks/conditioned_ppo.py train --task hard-0.05 --out models/c05.zip \\
-        [--timesteps 100000] [--condition task+summary] [--seed 10000]
+        [--timesteps 100000] [--condition task+summary] [--seed 10000] \\
+        [--hyperparams '{"gae_lambda": 1.0}']
     python benchmarks/conditioned_ppo.py train --mix --out models/cmix.zip   # both noises, 3 prices
     python benchmarks/conditioned_ppo.py score --models models/c05.zip,models/cmix.zip \\
         --tasks hard-0.05,hard-0.12 [--prices 1] [--test-seeds 30]
@@ -61,6 +62,8 @@ def cmd_train(args: argparse.Namespace) -> None:
             progress=False,
             eval_freq=args.eval_freq,
             label=args.label,
+            hyperparams=args.hyperparams,
+            eval_episodes=args.eval_episodes,
         )
     )
     cpu = time.process_time() - t0
@@ -155,6 +158,14 @@ def cmd_score(args: argparse.Namespace) -> None:
         Path(args.per_seed).write_text(json.dumps(saved))
 
 
+def _positive(text: str) -> int:
+    """An integer >= 1 (argparse names the option and the value otherwise)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed: an integer >= 1")
+    return value
+
+
 def main() -> None:
     """Parse the command line and run ``train`` or ``score``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -168,6 +179,15 @@ def main() -> None:
     t.add_argument("--seed", type=int, default=10_000)
     t.add_argument("--eval-freq", type=int, default=20_000)
     t.add_argument("--label", default=None)
+    t.add_argument(
+        "--eval-episodes", type=_positive, default=8, help="episodes of each periodic evaluation"
+    )
+    t.add_argument(
+        "--hyperparams",
+        type=json.loads,
+        default=None,
+        help="JSON overrides of hyperparams/ppo.yml, e.g. '{\"gae_lambda\": 1.0}'",
+    )
     t.set_defaults(func=cmd_train)
     s = sub.add_parser("score")
     s.add_argument("--models", required=True, help="comma-separated model files")
