@@ -1,9 +1,11 @@
 """Training and ``reproduce --quick`` against a reference source tree, in alternating subprocesses.
 
-    python benchmarks/bench_vs_reference.py --ref TREE train [--timesteps 30000] [--rounds 7]
-    python benchmarks/bench_vs_reference.py --ref TREE eval [--rounds 7]
-    python benchmarks/bench_vs_reference.py --ref TREE reproduce --experiments E6 [--rounds 3]
-    python benchmarks/bench_vs_reference.py --ref TREE quick [--rounds 3]
+    python benchmarks/bench_vs_reference.py --ref TREE [--rounds 7] train [--timesteps 30000]
+    python benchmarks/bench_vs_reference.py --ref TREE [--rounds 7] eval
+    python benchmarks/bench_vs_reference.py --ref TREE --rounds 3 reproduce --experiments E6
+    python benchmarks/bench_vs_reference.py --ref TREE --rounds 3 quick
+
+(``--rounds`` goes before or after the subcommand, ``--keep`` before it.)
 
 ``TREE`` is a checkout of the reference commit, e.g. one made read-only beside this one with
 ``git worktree add --detach ../ref TREE_COMMIT``.  Each round runs the same command once
@@ -359,9 +361,13 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("reproduce")
     r.add_argument("--experiments", required=True)
     r.add_argument("extra", nargs="*", help="more reproduce flags for both trees (after --)")
-    sub.add_parser("e8")
-    sub.add_parser("quick")
+    q = sub.add_parser("e8")
+    k = sub.add_parser("quick")
+    for part in (t, e, r, q, k):  # --rounds after the subcommand too, as the docs write it
+        part.add_argument("--rounds", type=int, default=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds: {args.rounds} is not allowed: an integer >= 1")
     trees = {"new": args.new.resolve(), "ref": args.ref.resolve()}
     for tree in trees.values():
         if not (tree / "evalstop_gym" / "__init__.py").exists():

@@ -66,3 +66,17 @@ def test_compare_csv_names_the_rows_that_differ(bench, tmp_path):
 def test_refuses_a_folder_that_is_not_a_source_tree(bench, tmp_path):
     with pytest.raises(SystemExit, match="not a source tree"):
         bench.main(["--ref", str(tmp_path), "train"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--rounds", "0", "train"],  # before the subcommand
+        ["train", "--rounds", "0"],  # after it, as docs/PERFORMANCE.md writes it
+        ["--rounds", "3", "e8", "--rounds", "0"],  # after it wins
+    ],
+)
+def test_rounds_is_read_before_or_after_the_subcommand(bench, tmp_path, argv):
+    """--rounds is parsed in either place and refused below 1 before any tree is read."""
+    with pytest.raises(SystemExit, match="--rounds: 0 is not allowed"):
+        bench.main(["--ref", str(tmp_path), *argv])
