@@ -19,6 +19,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+import numbers
 import os
 import time
 from dataclasses import dataclass
@@ -125,7 +126,8 @@ class TrainConfig:
     :class:`~baselines.training.conditioning.Conditioned` (or ``ConditionedSource``)."""
 
     def __post_init__(self) -> None:
-        """Refuse an unknown algorithm, policy or vector env and a budget below one."""
+        """Refuse an unknown algorithm, policy or vector env, a budget below one and an
+        evaluation of no episodes or at no interval."""
         check_algo(self.algo)
         check_condition(self.condition)
         if self.policy not in POLICIES:
@@ -139,6 +141,10 @@ class TrainConfig:
                 raise ValueError(
                     f"timesteps={self.timesteps} and n_envs={self.n_envs} must be >= 1"
                 )
+        for name in ("eval_episodes", "eval_freq"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name}={value!r} is not allowed: an integer >= 1")
 
 
 @dataclass

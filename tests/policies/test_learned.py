@@ -191,7 +191,17 @@ def test_train_config_is_what_the_keyword_call_builds() -> None:
     assert _as_config("m.zip", {"algo": "dqn", "timesteps": 10}) == config
     assert _as_config(None, {"out": "m.zip", "algo": "dqn", "timesteps": 10}) == config
     assert _as_config(config, {"seed": 3}) == TrainConfig("m.zip", algo="dqn", timesteps=10, seed=3)
-    for bad in ({"policy": "cnn"}, {"vec": "subproc"}, {"timesteps": 0}, {"algo": "sac"}):
+    bads = (
+        {"policy": "cnn"},
+        {"vec": "subproc"},
+        {"timesteps": 0},
+        {"algo": "sac"},
+        {"eval_episodes": 0},
+        {"eval_episodes": 2.5},
+        {"eval_freq": -1},
+        {"eval_freq": True},
+    )
+    for bad in bads:
         with pytest.raises(ValueError, match=f"{next(iter(bad))}="):
             TrainConfig("m.zip", **bad)
 
