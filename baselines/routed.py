@@ -355,6 +355,8 @@ class RoutedStopper(BackwardStopper):
 
     #: Decisions depend on the jobs seen before: score it by playing episodes in order.
     stateful = True
+    #: Whether a job's evidence joins the episode's pool (False: :class:`LoneRoutedStopper`).
+    pooled: ClassVar[bool] = True
     model_class: Any = RoutedModel
     #: The shipped routed model (``pretrained:routed``, ``baselines/pretrained/routed.npz``):
     #: ``evalstop-gym train --algo lsm --task routed``; its SHA-256, pinned.
@@ -385,7 +387,7 @@ class RoutedStopper(BackwardStopper):
         """Whether to stop a job at decision ``i`` of ``k``; adds its evidence at its turn."""
         raw, gains = self.model.predictions(bucket, x)
         own = regime_log_probs(raw)
-        if own is not None and i == evidence_index(k, self.meta["share"]):
+        if own is not None and self.pooled and i == evidence_index(k, self.meta["share"]):
             self.evidence = self.evidence + own[0]
             self.jobs_seen += 1
             own = None  # now in the pool: not counted twice
@@ -405,6 +407,25 @@ class RoutedStopper(BackwardStopper):
         """The model file, the regimes and the settings it reads."""
         shown = ", ".join(f"{k}={v:g}" for k, v in self.settings.items())
         return f"RoutedStopper({self.path!r}, regimes={self.model.regimes}, {shown})"
+
+
+class LoneRoutedStopper(RoutedStopper):
+    """The routed stopper as one live run plays it: nothing is pooled across jobs.
+
+    Each job is routed by the regimes' prior weights and its own evidence only, as
+    each run's :class:`~baselines.online.OnlineStopper` sees it (its policy is
+    reset per run); played over a whole episode, it measures what the pooled stopper's
+    suite scores owe to the pool (``--policy baselines.routed:lone_pretrained``).
+    """
+
+    pooled = False
+    shipped_label = "Routed-lone-pretrained"
+    default_name = "Routed-lone"
+
+
+def lone_pretrained() -> LoneRoutedStopper:
+    """The shipped routed model, unpooled (a ``--policy module:callable`` with no arguments)."""
+    return LoneRoutedStopper.pretrained()
 
 
 def load_stopper(

@@ -117,6 +117,26 @@ def test_each_job_adds_its_evidence_once_and_reset_forgets_it(model: RoutedModel
     assert again.ckpt_done.tolist() == rec.ckpt_done.tolist()
 
 
+def test_the_lone_stopper_routes_each_job_by_its_own_evidence(model: RoutedModel) -> None:
+    """Unpooled: the pool stays empty, and every decision is the pooled stopper's with the
+    pool forgotten just before it (the prior and the job's own evidence)."""
+    from baselines.evaluate import play_episode
+
+    class Forgetful(RoutedStopper):
+        def _stops(self, i: int, k: int, bucket: int, x: np.ndarray) -> bool:
+            self.reset()
+            return super()._stops(i, k, bucket, x)
+
+    for task in ("paper-0.12", "hard-0.12"):
+        kw = _kw(task)
+        lone = routed.LoneRoutedStopper(model).bind_task(kw)
+        _, rec = play_episode(lone, 3, kw)
+        assert lone.jobs_seen == 0 and not lone.evidence.any()
+        _, want = play_episode(Forgetful(model).bind_task(kw), 3, kw)
+        assert rec.ckpt_done.tolist() == want.ckpt_done.tolist()
+        assert rec.ckpt_done.min() < rec.ckpt_done.max()  # it stops some jobs, not all
+
+
 def test_the_harness_plays_it_and_scores_the_played_utility(model: RoutedModel) -> None:
     from baselines.evaluate import play_episode
     from baselines.floors import utilities
