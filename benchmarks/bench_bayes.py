@@ -78,7 +78,7 @@ def main() -> None:
     b, m = ratio("Bayes", "EvalStop(2)")
     ok = "met" if min(b, m) >= TARGET else "NOT met"
     print(
-        f"Bayes / EvalStop(2) decisions/s: best {b:.4f}, median {m:.4f} (target >= {TARGET}: {ok})"
+        f"Bayes / EvalStop(2) decisions/s: best {b:.5f}, median {m:.5f} (target >= {TARGET}: {ok})"
     )
     for other in ("Bayes (no shortcut)", "Bayes (loop look-ahead)"):
         b, m = ratio("Bayes", other)
