@@ -554,13 +554,10 @@ class BayesStopper:
             return False
         pre = self._prefix[job_type][n]
         assert pre is not None
-        # The weights and the heaviest hypotheses exactly as lookahead_posterior finds them
-        # (_top written out: a call less per decision).
+        # The weights and the heaviest hypotheses exactly as lookahead_posterior finds them.
         w = self._weights(pre, evals)
-        top_n = self._families[job_type].top
-        top = None
-        if top_n < len(w):
-            top = w.argsort()[-top_n:]
+        top = self._top(job_type, w)
+        if top is not None:
             w = w.take(top)
             w /= np.add.reduce(w)
         b = int(evals.argmax())
@@ -645,18 +642,20 @@ class BayesStopper:
         for j in range(steps):
             col = cols[n - b + j][:, None]
             y = col + self._noise[j]  # (h, FUTURES): future eval j on each simulated future
-            if j or not first:
+            # The first step after _next_pays: its draws are clear and its gain was counted.
+            counted = first and j == 0
+            if not counted:
                 gap = y - best
                 better = gap > 0
                 if not np.minimum.reduce(np.abs(gap, out=gap), axis=None) > margin:
                     return False
-            else:  # _next_pays found every first draw clear of its threshold by the margin
+            else:
                 better = y > best
             if q is None:
                 q = np.where(better, col, mean_b)
             else:
                 np.copyto(q, col, where=better)
-            if j or not first:  # (the first step's gain is _next_pays's)
+            if not counted:
                 if not self.deliver_best and n + j + 1 == self.k:
                     value = w @ cols[-1]  # a completed job delivers its final checkpoint
                 else:

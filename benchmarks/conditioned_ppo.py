@@ -30,6 +30,7 @@ from typing import Any
 from baselines.training import TrainConfig, train
 from baselines.training.conditioning import CONDITIONS, ConditionedSource
 from baselines.training.domain_random import DomainRandomised
+from evalstop_cli.envargs import at_least
 from evalstop_experiments import scoring
 from evalstop_gym.suite import suite_task
 
@@ -158,14 +159,6 @@ def cmd_score(args: argparse.Namespace) -> None:
         Path(args.per_seed).write_text(json.dumps(saved))
 
 
-def _positive(text: str) -> int:
-    """An integer >= 1 (argparse names the option and the value otherwise)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not allowed: an integer >= 1")
-    return value
-
-
 def main() -> None:
     """Parse the command line and run ``train`` or ``score``."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -180,7 +173,7 @@ def main() -> None:
     t.add_argument("--eval-freq", type=int, default=20_000)
     t.add_argument("--label", default=None)
     t.add_argument(
-        "--eval-episodes", type=_positive, default=8, help="episodes of each periodic evaluation"
+        "--eval-episodes", type=at_least(1), default=8, help="episodes of each periodic evaluation"
     )
     t.add_argument(
         "--hyperparams",
