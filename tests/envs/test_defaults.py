@@ -2,7 +2,7 @@
 
 ``evalstop_gym.envs.config.arguments`` is the one source (the env, the CLI, the
 suite and the Bayes stopper read it); the env docstring's ``gym.make`` call and
-the README table are prose, so they are checked against it.
+the keyword-argument table of docs/ENVIRONMENT.md are prose, so they are checked against it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from evalstop_gym.envs import EvalStopEnv
 from evalstop_gym.envs.config import arguments
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ARGUMENTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "ENVIRONMENT.md"
 
 
 def _defaults() -> dict[str, object]:
@@ -30,8 +30,8 @@ def test_env_docstring_states_the_config_defaults() -> None:
     assert stated == {**_defaults(), "render_mode": None}
 
 
-def test_readme_table_states_the_config_defaults() -> None:
-    rows = re.findall(r"^\| `(\w+)` \| (`[^`]*`|[\w.]+) \|", README.read_text(), re.M)
+def test_arguments_table_states_the_config_defaults() -> None:
+    rows = re.findall(r"^\| `(\w+)` \| (`[^`]*`|[\w.]+) \|", ARGUMENTS_PAGE.read_text(), re.M)
     defaults = _defaults()
     checked = 0
     for name, cell in rows:
