@@ -696,12 +696,15 @@ class BayesStopper:
         if top is not None:
             means = means.take(top, axis=1)
         # Draws below t_i - margin, and below t_i + margin: equal counts iff none is near t_i.
-        ends = np.array((y_best - margin, y_best + margin))
-        near = self._first_draws.searchsorted(np.subtract.outer(ends, means[0]))
-        # near[0] <= near[1] slot by slot, so the counts are equal iff the rows are.
-        if near[0].tobytes() != near[1].tobytes():
+        # (Two calls on the thresholds cost less than one on a (2, h) block built for them.)
+        draws, mean_next = self._first_draws, means[0]
+        below = draws.searchsorted((y_best - margin) - mean_next)
+        near = draws.searchsorted((y_best + margin) - mean_next)
+        # below <= near slot by slot, so the counts are equal iff the rows are.
+        if below.tobytes() != near.tobytes():
             return None
-        gain = w @ (means[1] * self._beat_share.take(near[1]))  # means[1]: mean_i[n] - mean_i[b]
+        # means[1]: mean_i[n] - mean_i[b]; one three-operand sum instead of a product and a dot
+        gain = _einsum("h,h,h->", w, means[1], self._beat_share.take(near))
         return bool(price + margin < gain < np.inf)
 
     def _probe_value(
