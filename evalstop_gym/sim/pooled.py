@@ -34,6 +34,15 @@ from .pools import Pool, choices_for
 from .queues import RunEntry, live_entries, negate_key, take_victims
 from .schedulers import Scheduler
 
+# The base class's methods the overrides extend, called at every start, preemption and
+# end: as module globals, which CPython caches, not through super() (an object built
+# and the class order walked at each call) nor Simulator.<name> (a class attribute
+# lookup CPython 3.11 does not specialise).
+_base_decide = Simulator.decide
+_base_start = Simulator._start
+_base_preempt = Simulator._preempt
+_base_finish_job = Simulator._finish_job
+
 
 @dataclass(frozen=True)
 class PoolEvent(Event):
@@ -69,14 +78,24 @@ class PooledSimulator(Simulator):
         n = len(self._gpus)
         self._pool_free = [p.size for p in pools]
         self._pool_of = [-1] * n  # the pool a job runs on, -1 when it holds none
-        self._rates = [1.0] * n
-        self._order: list[tuple[int, ...] | None] = [None] * n  # computed on first placement
-        #: Orders by (job type, GPUs) when the scheduler places by the base class's rule
-        #: (which reads no per-job field); None when it has its own ``pool_order``.
-        self._shared_orders: dict[tuple[int, int], tuple[int, ...]] | None = (
-            {} if type(self.scheduler).pool_order is Scheduler.pool_order else None
-        )
+        # Pools of speed 1 for every job type (the reference GPU, A100s): work advances
+        # with the clock as on the homogeneous cluster, so None skips the divisions and
+        # products by 1.0 (exact: x / 1.0 == x * 1.0 == x).
+        unit = all(s == 1.0 for p in pools for s in p.speeds)
+        self._rates = None if unit else [1.0] * n
+        # With one pool its free GPUs are the cluster's (``free``): no max over pools.
+        self._one_pool = len(pools) == 1
         self._choices = [choices_for(pools, t) for t in range(len(pools[0].speeds))]
+        #: Each job's pool order: with the base class's placement rule, which reads only
+        #: the pools as the job's type sees them, one per (job type, GPUs), all known
+        #: before the first arrival; else asked at the job's first placement.
+        self._order: list[tuple[int, ...] | None]
+        if type(self.scheduler).pool_order is Scheduler.pool_order:
+            kinds = list(zip(self._type, self._gpus))
+            shared = {kind: self._ask_order(None, *kind) for kind in set(kinds)}
+            self._order = list(map(shared.__getitem__, kinds))
+        else:
+            self._order = [None] * n
         self._pool_running: list[list[RunEntry]] = [[] for _ in pools]
         self._pool_compact_at = [64] * len(pools)
         self._hours_at_start = [0.0] * n  # a job's GPU-hours when it last started
@@ -97,13 +116,16 @@ class PooledSimulator(Simulator):
         """Apply the decision for the pending job (as :meth:`Simulator.decide`)."""
         jid = self._pending
         if stop or jid < 0:
-            super().decide(stop)  # refuses a missing decision; a stop frees the pool's GPUs
+            _base_decide(self, stop)  # refuses a missing decision; a stop frees the pool's GPUs
             return
         self._pending = -1
         self.n_decisions += 1
         # _push_next_checkpoint inlined (the same operations, the same bits: next_decision
         # wrote out the work left, and now + 0.0 is now).
-        left = self._pending_left / self._rates[jid]  # wall-clock hours on its pool
+        left = self._pending_left
+        rates = self._rates
+        if rates is not None:
+            left = left / rates[jid]  # wall-clock hours on its pool
         self._counter = c = self._counter + 1
         t = self.now + (0.0 if left < 0.0 else left) + self.eval_cost_h
         heapq.heappush(self._heap, (t, c, jid, self._epoch[jid]))
@@ -127,29 +149,21 @@ class PooledSimulator(Simulator):
 
     # ------------------------------------------------------------- internals
     def _job_order(self, jid: int) -> tuple[int, ...]:
-        """The pools job ``jid`` may use, in its scheduler's order (asked once per job).
-
-        The base class's placement rule reads only the pools as the job's type sees
-        them, so with it the order is one per (job type, gang size), computed once.
-        """
+        """The pools job ``jid`` may use, in its scheduler's order (asked once per job)."""
         order = self._order[jid]
         if order is None:
-            t, g = self._type[jid], self._gpus[jid]
-            shared = self._shared_orders
-            if shared is not None:
-                order = shared.get((t, g))
-                if order is None:
-                    order = shared[(t, g)] = self._ask_order(jid, t, g)
-            else:
-                order = self._ask_order(jid, t, g)
-            self._order[jid] = order
+            order = self._order[jid] = self._ask_order(
+                self._views[jid], self._type[jid], self._gpus[jid]
+            )
         return order
 
-    def _ask_order(self, jid: int, job_type: int, g: int) -> tuple[int, ...]:
-        """The scheduler's pool order for ``jid``, checked, completed and cut to pools of >= g."""
+    def _ask_order(self, view: Any, job_type: int, g: int) -> tuple[int, ...]:
+        """The scheduler's pool order for a job (``view``: None for the base class's rule).
+
+        Checked, completed with the pools left out and cut to pools of at least ``g`` GPUs.
+        """
         choices = self._choices[job_type]
-        view = self._views[jid]
-        asked = list(self.scheduler.pool_order(view, choices))  # type: ignore[arg-type]
+        asked = list(self.scheduler.pool_order(view, choices))
         n = len(self.pools)
         if any(not isinstance(p, int) or not 0 <= p < n for p in asked):
             raise ValueError(
@@ -171,7 +185,7 @@ class PooledSimulator(Simulator):
         if not self._lean_passes:
             self._enqueue(jid)
             self._schedule()
-        elif self._gpus[jid] <= max(self._pool_free):
+        elif self._gpus[jid] <= (self.free if self._one_pool else max(self._pool_free)):
             self._start(jid)
         else:
             self._enqueue(jid)
@@ -189,9 +203,11 @@ class PooledSimulator(Simulator):
             raise AssertionError(f"job {jid} was started with no pool of {g} free GPUs")
         free[p] -= g
         self._pool_of[jid] = p
-        self._rates[jid] = self.pools[p].speeds[self._type[jid]]  # type: ignore[index]
+        rates = self._rates
+        if rates is not None:
+            rates[jid] = self.pools[p].speeds[self._type[jid]]
         self._hours_at_start[jid] = self._gpu_hours[jid]
-        super()._start(jid)
+        _base_start(self, jid)
 
     def _release(self, jid: int) -> None:
         """Give job ``jid``'s GPUs back to its pool (before the base class logs the event)."""
@@ -207,12 +223,12 @@ class PooledSimulator(Simulator):
     def _preempt(self, jid: int) -> None:
         """Preempt ``jid``: it banks its pool's speed times the hours it ran."""
         self._release(jid)
-        super()._preempt(jid)
+        _base_preempt(self, jid)
 
     def _finish_job(self, jid: int, *, stopped: bool) -> None:
         """End ``jid`` (finished or stopped) and free its pool's GPUs."""
         self._release(jid)
-        super()._finish_job(jid, stopped=stopped)
+        _base_finish_job(self, jid, stopped=stopped)
 
     def _log(self, kind: str, jid: int) -> None:
         """Record a :class:`PoolEvent` (with the pools' free GPUs)."""
@@ -243,9 +259,11 @@ class PooledSimulator(Simulator):
 
     def _schedule(self) -> None:
         """Start waiting jobs in key order while one fits some pool; preempt if allowed."""
-        free = self._pool_free
+        free, one_pool = self._pool_free, self._one_pool
         while self._n_waiting:
-            best = self._best_waiting(max(free))
+            most = self.free if one_pool else max(free)
+            # A full cluster fits nobody: the base class's pass skips the search too.
+            best = self._best_waiting(most) if most else None
             if best is not None:
                 heapq.heappop(self._waiting[best[1]])
                 self._n_waiting -= 1
@@ -261,8 +279,6 @@ class PooledSimulator(Simulator):
         # job leaves only by a start, which clears the cache); its demand is its gang.
         wkey, wjid = self._top if self._top_valid else self._waiting_top()
         need_gpus = self._gpus[wjid]
-        state, run_ver, gpus = self._state, self._run_ver, self._gpus
-        key_stale, run_key = self._key_stale, self._run_key
         lean = self._lean_passes
         for p in self._order[wjid] or self._job_order(wjid):
             need = need_gpus - self._pool_free[p]
@@ -271,7 +287,16 @@ class PooledSimulator(Simulator):
             # then the pops would only be pushed back (see Simulator._victims_suffice).
             if lean and need > 0 and not self._victims_suffice(wkey, need, running):
                 continue
-            victims = take_victims(running, wkey, need, state, run_ver, gpus, key_stale, run_key)
+            victims = take_victims(
+                running,
+                wkey,
+                need,
+                self._state,
+                self._run_ver,
+                self._gpus,
+                self._key_stale,
+                self._run_key,
+            )
             if victims:
                 for jid in victims:
                     self._preempt(jid)
