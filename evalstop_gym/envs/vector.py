@@ -34,6 +34,7 @@ such as SB3's ``NativeVecEnv`` reads instead of un-batching the arrays).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -123,8 +124,6 @@ class EvalStopVectorEnv(VectorEnv):
         self.render_mode = None
         self._buf = np.zeros((num_envs, width), np.float32)
         self._empty = bytearray()
-        self._step_rows = [core.step_row for core in self._cores]
-        self._step_keys = [core.step_key for core in self._cores]
         sc = config.sim_config
         #: Every sub-environment's rows in one table (None: each core's own tables).
         self.shared_rows: SharedRows | None = None
@@ -139,8 +138,12 @@ class EvalStopVectorEnv(VectorEnv):
             )
         self._field_slices = layout.field_slices
         self._zero_row = np.zeros(width, np.float32)  # the terminal observation
-        self._autoreset = [False] * num_envs
-        self._n_pending = 0  # sub-environments to reset at the next step
+        #: Each core's step (set by reset): ``step_key`` with the shared rows, else ``step_row``.
+        self._core_steps: list[Callable[[Any], tuple[Any, float]]] = []
+        #: What a step calls per sub-environment: its core's step, or, for one whose
+        #: episode ended in the previous step (next-step autoreset), its reset (see _end).
+        #: One loop then serves every step, with no per-sub-environment check for resets.
+        self._steps: list[Callable[[Any], tuple[Any, float]]] = []
         #: The episodes the last step ended: (sub-environment, its ``episode_metrics``).
         self.ended: list[tuple[int, dict[str, float]]] = []
         self._started = False
@@ -166,8 +169,9 @@ class EvalStopVectorEnv(VectorEnv):
         for i, (env, s) in enumerate(zip(self.envs, seeds)):
             gym.Env.reset(env, seed=s)  # seeds its np_random as env.reset(seed=s) does
             rows.append(self._reset_one(i))
-        self._autoreset = [False] * self.num_envs
-        self._n_pending = 0
+        shared = self.shared_rows is not None
+        self._core_steps = [core.step_key if shared else core.step_row for core in self._cores]
+        self._steps = list(self._core_steps)
         self.ended = []
         self._started = True
         return self._batch(rows), {}
@@ -215,21 +219,19 @@ class EvalStopVectorEnv(VectorEnv):
         rewards: list[float] = []
         add_reward = rewards.append
         ended: list[tuple[int, dict[str, float]]] = []
-        if self._n_pending:
-            self._step_with_resets(stops, append, add_reward, ended)
-        elif self.shared_rows is not None:
-            # The hot loop: no sub-environment restarts in this step; rows as keys.
-            for step_key, stop in zip(self._step_keys, stops):
-                key, reward = step_key(stop)
+        if self.shared_rows is not None:
+            # The hot loop, rows as keys (0: the episode ended).
+            for step, stop in zip(self._steps, stops):
+                key, reward = step(stop)
                 add_reward(reward)
                 if key:
                     append(key)
                 else:  # one key per sub-environment so far: this one is len(rows)
                     append(self._end(len(rows), ended))
         else:
-            # The same, with each core's row views.
-            for step_row, stop in zip(self._step_rows, stops):
-                row, reward = step_row(stop)
+            # The same, with each core's row views (None: the episode ended).
+            for step, stop in zip(self._steps, stops):
+                row, reward = step(stop)
                 add_reward(reward)
                 if row is not None:
                     append(row)
@@ -249,30 +251,14 @@ class EvalStopVectorEnv(VectorEnv):
             infos,
         )
 
-    def _step_with_resets(
-        self,
-        stops: list[Any],
-        append: Callable[[np.ndarray], None],
-        add_reward: Callable[[float], None],
-        ended: list[tuple[int, dict[str, float]]],
-    ) -> None:
-        """The step's loop when some sub-environments restart (next-step autoreset)."""
-        autoreset = self._autoreset
-        shared = self.shared_rows is not None
-        steps = self._step_keys if shared else self._step_rows
-        for i, (step, stop) in enumerate(zip(steps, stops)):
-            if autoreset[i]:
-                append(self._reset_one(i))
-                add_reward(0.0)
-                autoreset[i] = False
-                self._n_pending -= 1
-                continue
-            row, reward = step(stop)
-            add_reward(reward)
-            if row if shared else row is not None:
-                append(row)
-            else:
-                append(self._end(i, ended))
+    def _autoreset_step(self, i: int, stop: Any) -> tuple[Any, float]:
+        """Sub-environment i's step after its episode ended: reset it, ignore ``stop``.
+
+        Its first row (a key with the shared rows) and reward 0; its core steps again
+        from the next step on.
+        """
+        self._steps[i] = self._core_steps[i]
+        return self._reset_one(i), 0.0
 
     def _end(self, i: int, ended: list[tuple[int, dict[str, float]]]) -> Any:
         """Sub-environment i's episode ended: note its metrics; the row this step returns for it.
@@ -283,8 +269,7 @@ class EvalStopVectorEnv(VectorEnv):
         ended.append((i, core.info_metrics()))
         if self.same_step:
             return self._reset_one(i)
-        self._autoreset[i] = True
-        self._n_pending += 1
+        self._steps[i] = functools.partial(self._autoreset_step, i)
         return self._zero_row if self.shared_rows is None else 0
 
     def _end_infos(self, ended: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:

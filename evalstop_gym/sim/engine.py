@@ -150,8 +150,100 @@ class Simulator(JobQueues, Deprioritization):
     #: compacted (see :meth:`_compact_events`; tests lower it to compact at every preemption).
     _event_slack = 64
 
-    #: Work left from the pending job's checkpoint to its next one (set by next_decision).
-    _pending_left = 0.0
+    # Every attribute of a simulator is a slot, the mixins' too (CPython lays slots out
+    # in name order).  In an instance dict, more than 30 attributes make it a hash table
+    # of each instance's own in CPython 3.11: every attribute read goes through that
+    # simulator's table, and a call of its methods, no longer specialised (the cache is
+    # keyed by the table, which differs from one simulator to the next), looks the name
+    # up in it.  The vector env steps N simulators in turn, so each of its steps paid
+    # that in memory the cache no longer held: with slots, at N = 256, about -10 %
+    # instructions and -30 % misses of a 2 MB cache per env-step.  A subclass (the pooled
+    # engine) keeps its own attributes in its instance dict (a few: shared keys, no
+    # table of its own).  tests/sim/test_scaling_paths.py checks that an episode sets
+    # nothing outside the slots.
+    __slots__ = (
+        # The episode: its configuration, draws and per-episode tables.
+        "config",
+        "seed",
+        "num_gpus",
+        "scheduler",
+        "preemptive",
+        "window",
+        "eval_noise",
+        "calibration",
+        "deliver_best",
+        "restore_h",
+        "eval_cost_h",
+        "batch",
+        "curves",
+        "n_ckpt",
+        "best_observed",
+        "declines",
+        "step_frac",
+        "_view_rows",
+        "_rates",
+        "_lean_passes",
+        "_lazy_running",
+        "_lean_arrivals",
+        "events",
+        # Per-job columns, indexed by job id.
+        "_type",
+        "_gpus",
+        "_arrival",
+        "_duration",
+        "_estimate",
+        "_loss",
+        "_state",
+        "_work",
+        "_seg_start",
+        "_ckpt",
+        "_epoch",
+        "_run_ver",
+        "_first_start",
+        "_finish",
+        "_stopped",
+        "_preemptions",
+        "_gpu_hours",
+        "_views",
+        "_run_key",
+        "_key_stale",
+        "_work_from",
+        # The clock, the cluster and the counters.
+        "now",
+        "free",
+        "n_in_system",
+        "_in_system",
+        "_changed",
+        "_listed",
+        "n_done",
+        "n_events",
+        "n_decisions",
+        "jobs_area",
+        "busy_area",
+        "demoted",
+        "restore_gpu_hours",
+        "_finished",
+        # The decision awaited.
+        "_pending",
+        "_pending_left",
+        "decision_checkpoint",
+        # The events: the arrival stream and the heap of checkpoints.
+        "_arrival_jobs",
+        "_arrival_times",
+        "_next_arrival",
+        "_next_arrival_t",
+        "_heap",
+        "_n_stale",
+        "_counter",
+        # The queues (set by queues.py's JobQueues._init_queues).
+        "_waiting",
+        "_queues",
+        "_n_waiting",
+        "_top",
+        "_top_valid",
+        "_running",
+        "_compact_at",
+    )
 
     #: What ``Simulator(config)`` builds for a config with pools.  :mod:`evalstop_gym.sim`
     #: sets it to :class:`~evalstop_gym.sim.pooled.PooledSimulator` once it has imported
@@ -237,6 +329,8 @@ class Simulator(JobQueues, Deprioritization):
         # at every checkpoint, for tests.
         self._lazy_running = self.preemptive and getattr(self.scheduler, "monotone_key", False)
         self._pending = -1  # id of the job awaiting a decision, -1 if none
+        # Work left from the pending job's checkpoint to its next one (set by next_decision).
+        self._pending_left = 0.0
         #: Checkpoints done by the job awaiting a decision (set with it).
         self.decision_checkpoint = 0
         self._finished: list[int] = []
@@ -247,12 +341,15 @@ class Simulator(JobQueues, Deprioritization):
         # so at equal times arrivals come first, in job order.
         # (A stable sort by time: the same order as sorted() by arrival.)
         order = np.argsort(self.batch.arrival_h, kind="stable")
-        self._arrivals = list(zip(self.batch.arrival_h[order].tolist(), order.tolist()))
+        # The stream: job ids in arrival order, and their times as doubles with +inf
+        # after the last (no float and tuple per job to build and free every episode).
+        self._arrival_jobs: list[int] = order.tolist()
+        self._arrival_times = _doubles(np.append(self.batch.arrival_h[order], math.inf))
         self._next_arrival = 0
-        self._next_arrival_t = self._arrivals[0][0] if self._arrivals else math.inf
+        self._next_arrival_t = self._arrival_times[0]
         self._heap: list[tuple[float, int, int, int]] = []  # (time, counter, jid, epoch)
         self._n_stale = 0  # entries of preempted run segments still in the event heap
-        self._counter = len(self._arrivals)
+        self._counter = len(self._arrival_jobs)
         # Arrivals skip scheduling passes that cannot act (see _arrival_needs_pass);
         # the pooled engine places jobs in its own pass, so it sets this False.
         self._lean_arrivals = True
@@ -305,13 +402,14 @@ class Simulator(JobQueues, Deprioritization):
         self._duration = _doubles(b.duration_h)
         self._estimate = _doubles(b.estimate_h)
         # What schedulers learn, one a checkpoint: job j's loss at checkpoint i is at
-        # j * K + i.  One flat tuple, not a list per job: the garbage collector tracks
-        # one object instead of one per job (a list per job made every young
-        # collection while it was built walk the list of rows, quadratic in the jobs).
-        self._loss: tuple[float, ...] = tuple(c.loss.ravel().tolist())
-        # The evals and declines for JobViews, flat as the losses, built on the first
+        # j * K + i.  One flat array of doubles, not a list per job (which made every
+        # young collection while it was built walk the list of rows) nor a tuple of
+        # floats: the episode is built and freed without making or freeing K floats
+        # per job, and a read touches the array alone (the checkpoints read a few).
+        self._loss = _doubles(c.loss.ravel())
+        # The evals, declines and losses for JobViews as flat tuples, built on the first
         # view (callers such as the env never need them).
-        self._view_rows: tuple[tuple[float, ...], tuple[int, ...]] | None = None
+        self._view_rows: tuple[tuple[float, ...], tuple[int, ...], tuple[float, ...]] | None = None
         # Policy-independent per-checkpoint bookkeeping, tabulated (see checkpoints.py).
         #: (n, K) best observed checkpoint after each checkpoint, and (n, K) consecutive
         #: eval declines after each checkpoint.
@@ -472,14 +570,10 @@ class Simulator(JobQueues, Deprioritization):
                     self._n_stale -= 1
                     continue  # a checkpoint of a run segment that was preempted
                 kind = CHECKPOINT
-            elif self._next_arrival < len(self._arrivals):
-                t, jid = self._arrivals[self._next_arrival]
-                self._next_arrival += 1
-                self._next_arrival_t = (
-                    self._arrivals[self._next_arrival][0]
-                    if self._next_arrival < len(self._arrivals)
-                    else math.inf
-                )
+            elif (a := self._next_arrival) < len(self._arrival_jobs):
+                t, jid = self._next_arrival_t, self._arrival_jobs[a]
+                self._next_arrival = a + 1
+                self._next_arrival_t = self._arrival_times[a + 1]  # +inf after the last
                 kind = ARRIVAL
             else:
                 return None
@@ -728,16 +822,20 @@ class Simulator(JobQueues, Deprioritization):
         hi = base + i
         return _new_view(
             JobView,
-            (self._type[jid], rows[0][lo:hi], rows[1][hi - 1], i / self.n_ckpt, self._loss[lo:hi]),
+            (self._type[jid], rows[0][lo:hi], rows[1][hi - 1], i / self.n_ckpt, rows[2][lo:hi]),
         )
 
-    def _build_view_rows(self) -> tuple[tuple[float, ...], tuple[int, ...]]:
-        """Evals and declines as flat tuples (job j's checkpoint i at j * K + i).
+    def _build_view_rows(self) -> tuple[tuple[float, ...], tuple[int, ...], tuple[float, ...]]:
+        """Evals, declines and losses as flat tuples (job j's checkpoint i at j * K + i).
 
-        A window is then a slice of a tuple, and the garbage collector tracks two
+        A window is then a slice of a tuple, and the garbage collector tracks three
         objects, not a row per job.
         """
-        return tuple(self.curves.obs_eval.ravel().tolist()), tuple(self.declines.ravel().tolist())
+        return (
+            tuple(self.curves.obs_eval.ravel().tolist()),
+            tuple(self.declines.ravel().tolist()),
+            tuple(self._loss),
+        )
 
     def _log(self, kind: str, jid: int) -> None:
         if self.events is not None:

@@ -1,8 +1,10 @@
 """The engine's paths for big clusters give what the plain code gives.
 
-The losses, evals and declines are kept as flat tuples (job j's checkpoint i at
-j * K + i); every view built from them must equal the one built from the 2-D
-arrays of the episode.  ``Simulator.run`` pauses the generational collector for
+The losses are kept as a flat array of doubles, and for views, with the evals
+and declines, as flat tuples (job j's checkpoint i at j * K + i); every view
+built from them must equal the one built from the 2-D arrays of the episode.
+The engine's state is in ``__slots__``: an episode must set no attribute
+outside them.  ``Simulator.run`` pauses the generational collector for
 its loop and must restore it in every case.  With ``srtf-est`` a checkpoint
 flags the job's running-heap entry instead of pushing a new one; the episode
 must be the one an entry per checkpoint gives.  The per-job float columns are
@@ -62,6 +64,7 @@ def test_views_and_observed_losses_equal_the_2d_arrays(cfg: SimConfig) -> None:
         view = sim.pending_view
         assert view == _reference_view(sim, jid)
         assert [type(x) for x in view.evals] == [float] * len(view.evals)
+        assert [type(x) for x in view.loss] == [float] * len(view.loss)
         assert type(view.consecutive_declines) is int
         i = sim.checkpoints_done(jid)
         sched_view = sim._views[jid]
@@ -69,6 +72,34 @@ def test_views_and_observed_losses_equal_the_2d_arrays(cfg: SimConfig) -> None:
         sim.decide(rule(view))
         n += 1
     assert n > 0
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SimConfig(n_jobs=60),
+        SimConfig(n_jobs=60, scheduler="loss-aware", calibration="hard", costs="realistic"),
+        SimConfig(trace=SAMPLE_TRACE, n_jobs=40, num_gpus=64, scheduler="tiresias"),
+    ],
+    ids=["default", "loss-aware-jitter-costs", "philly-tiresias"],
+)
+def test_an_episode_sets_no_attribute_outside_the_slots(cfg: SimConfig) -> None:
+    """Continues, stops and deprioritisations, views and listings: the instance dict stays empty.
+
+    An attribute outside ``Simulator.__slots__`` lands in the instance dict; past 30
+    of them CPython 3.11 gives each simulator a hash table of its own, and calls of
+    its methods are no longer specialised (what made N simulators stepped in turn
+    read memory the cache no longer held).
+    """
+    sim = Simulator(cfg, 5)
+    rng = np.random.default_rng(0)
+    while (jid := sim.next_decision()) is not None:
+        assert sim.pending_view is not None
+        sim.jobs_in_system()
+        sim.job(jid)
+        sim.decide(int(rng.choice(3, p=[0.8, 0.1, 0.1])))
+    sim.metrics()
+    assert sim.demoted and vars(sim) == {}
 
 
 def test_run_pauses_the_collector_and_restores_it() -> None:

@@ -7,6 +7,7 @@ windows, observation fields), and every array must match in dtype and bytes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -156,7 +157,8 @@ def test_arrivals_in_time_then_job_order(times: list[float], seed: int) -> None:
     n = len(times)
     sim = Simulator(SimConfig(), seed, jobs=hand_jobs(times, [1] * n, [1.0] * n))
     order = sorted(range(n), key=times.__getitem__)
-    assert sim._arrivals == [(times[i], i) for i in order]
+    assert list(zip(sim._arrival_times, sim._arrival_jobs)) == [(times[i], i) for i in order]
+    assert len(sim._arrival_times) == n + 1 and sim._arrival_times[n] == math.inf
 
 
 def test_tables_reused_across_episodes_equal_fresh_ones() -> None:
