@@ -383,9 +383,72 @@ class RoutedStopper(BackwardStopper):
         p = np.exp(z - z.max())
         return p / p.sum()
 
+    def decide(
+        self,
+        job_type: int,
+        evals: np.ndarray,
+        loss: np.ndarray,
+        progress: float,
+        declines: float,
+    ) -> bool:
+        """:meth:`BackwardStopper.decide <baselines.backward.BackwardStopper.decide>`, reading
+        a job's predictions from :meth:`primed` ones when it holds them."""
+        memo = getattr(self, "_primed", None)
+        if memo:
+            got = memo.get(_prime_key(job_type, evals, loss, progress, declines))
+            if got is not None:
+                return self._stops_with(*got)
+        return super().decide(job_type, evals, loss, progress, declines)
+
+    def primed(self, arrays: EpisodeArrays) -> RoutedStopper:
+        """Compute the model's predictions for every job and decision of an episode at once.
+
+        :meth:`decide` then reads a job's predictions at a decision from them instead of
+        walking the trees for that job alone: the same numbers (every model's prediction
+        of a row reads that row only; a test compares them), so the same decisions, and
+        the evidence is still pooled in the order the episode asks.  Keyed by what the
+        decision reads (job type, the evals and losses seen, progress, declines), so an
+        observation of another episode is decided as before.  Cleared by :meth:`unprime`
+        and by a change of settings.  Returns self.
+        """
+        n, k = arrays.evals.shape
+        memo: dict[tuple[Any, ...], tuple[int, int, np.ndarray, np.ndarray]] = {}
+        rows = np.arange(n)
+        for i in range(1, k):
+            progress = float(arrays.progress[i - 1])
+            if progress <= 0 or progress >= 1.0 - 1e-6:
+                continue
+            kk = round(i / progress)
+            x = features_at(arrays, rows, i, self.settings, self.model.smoothed)
+            raw, gains = self.model.predictions(bucket_of(i, kk, self.model.grid), x)
+            for j in range(n):
+                key = _prime_key(
+                    int(arrays.job_type[j]),
+                    arrays.evals[j, :i],
+                    arrays.loss[j, :i],
+                    progress,
+                    float(arrays.declines[j, i - 1]),
+                )
+                memo[key] = (i, kk, raw[j : j + 1], gains[j : j + 1])
+        self._primed = memo
+        return self
+
+    def unprime(self) -> None:
+        """Forget the predictions :meth:`primed` computed."""
+        self._primed = None
+
+    def set_settings(self, settings: Mapping[str, float]) -> None:
+        """Set the task settings; predictions primed under others are forgotten."""
+        self.unprime()
+        super().set_settings(settings)
+
     def _stops(self, i: int, k: int, bucket: int, x: np.ndarray) -> bool:
         """Whether to stop a job at decision ``i`` of ``k``; adds its evidence at its turn."""
         raw, gains = self.model.predictions(bucket, x)
+        return self._stops_with(i, k, raw, gains)
+
+    def _stops_with(self, i: int, k: int, raw: np.ndarray, gains: np.ndarray) -> bool:
+        """:meth:`_stops` given the job's (1, R) raw regime scores and experts' gains."""
         own = regime_log_probs(raw)
         if own is not None and self.pooled and i == evidence_index(k, self.meta["share"]):
             self.evidence = self.evidence + own[0]
@@ -407,6 +470,19 @@ class RoutedStopper(BackwardStopper):
         """The model file, the regimes and the settings it reads."""
         shown = ", ".join(f"{k}={v:g}" for k, v in self.settings.items())
         return f"RoutedStopper({self.path!r}, regimes={self.model.regimes}, {shown})"
+
+
+def _prime_key(
+    job_type: int, evals: Any, loss: Any, progress: float, declines: float
+) -> tuple[Any, ...]:
+    """What a routed decision reads, as a dict key (the values as the decision reads them)."""
+    return (
+        int(job_type),
+        np.asarray(evals, dtype=float).tobytes(),
+        np.asarray(loss, dtype=float).tobytes(),
+        float(progress),
+        float(declines),
+    )
 
 
 class LoneRoutedStopper(RoutedStopper):

@@ -187,6 +187,148 @@ def features(obs: Obs, signals: Sequence[str], evals: bool) -> np.ndarray:
     return np.asarray(out)
 
 
+# --------------------------------------------------------------------------------------------
+# A job's observations at once
+#
+# The observations an env shows a job after its checkpoints 1, 2, ..., m hold the job's
+# history so far: with a window of at least m slots (``eval_window=None``, every corpus
+# task, and :func:`run_observations`) observation c shows the first values of the last
+# one's, as many as its mask marks.  A statistic of every prefix is then one pass over the
+# last observation's values, in the same float operations as the per-observation code; a
+# window shorter than the history (it drops old values) takes the per-observation code.
+
+
+def _masks(observations: Sequence[Obs], field: str) -> np.ndarray | None:
+    """(m, W) the presence masks of ``field`` in a job's observations (None: a window of fewer
+    than m slots, or the field missing: the per-observation code then decides)."""
+    last = observations[-1].get(field)
+    if last is None or len(last) // 2 < len(observations):
+        return None
+    w = len(last) // 2
+    return np.array([o[field][w:] for o in observations])
+
+
+def _history(observations: Sequence[Obs], field: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, counts): the present values of ``field`` in a job's last observation (oldest
+    first) and how many of them each observation shows (None: see :func:`_masks`)."""
+    masks = _masks(observations, field)
+    if masks is None:
+        return None
+    return observed(observations[-1][field]), (masks > 0.5).sum(axis=1)
+
+
+def _prefix_features(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(m, 4): :func:`_series_features` of ``x[:n]`` for each n of ``counts``."""
+    out = np.zeros((len(counts), 4))
+    if not len(x):
+        return out
+    level = (x - x[0]).astype(float)
+    slope = np.concatenate([[0.0], np.diff(x).astype(float)])
+    accel = np.zeros(len(x))
+    if len(x) > 2:
+        accel[2:] = (x[2:] - 2 * x[1:-1] + x[:-2]).astype(float)
+    drawdown = (np.maximum.accumulate(x) - x).astype(float)
+    seen = counts > 0
+    at = counts[seen] - 1
+    out[seen] = np.stack([level[at], slope[at], accel[at], drawdown[at]], axis=1)
+    return out
+
+
+def features_table(observations: Sequence[Obs], signals: Sequence[str], evals: bool) -> np.ndarray:
+    """(m, F): :func:`features` of each of a job's observations after its checkpoints 1, 2, ...
+    (in order), the same numbers."""
+    fields = [*signals, *(["evals"] if evals else [])]
+    if not observations:
+        return np.zeros((0, 4 * len(fields) + 1))
+    hist = [_history(observations, f) for f in fields]
+    if any(h is None for h in hist):
+        return np.array([features(o, signals, evals) for o in observations])
+    cols = [_prefix_features(x, n) for x, n in hist]  # type: ignore[misc]
+    progress = np.array([float(o["progress"][0]) for o in observations])
+    return np.concatenate([*cols, progress[:, None]], axis=1)
+
+
+def _running_cusum(values: np.ndarray, direction: int, drift: float, order: int) -> np.ndarray:
+    """(len + 1,): entry n the :func:`signal_cusum` of ``values[:n]`` (the same recursion)."""
+    d = np.diff(np.asarray(values, dtype=float), n=order)
+    out = np.zeros(len(values) + 1)
+    s = 0.0
+    for j, x in enumerate(direction * d):
+        s = max(0.0, s + x - drift)
+        out[j + order + 1] = s
+    return out
+
+
+def _running_eval_cusum(evals: np.ndarray, drift: float) -> np.ndarray:
+    """(len + 1,): entry n the :func:`~baselines.changepoint.cusum_statistic` of ``evals[:n]``."""
+    out = np.zeros(len(evals) + 1)
+    s = 0.0
+    for j, d in enumerate(np.diff(np.asarray(evals, dtype=float))):
+        s = max(0.0, s - d - drift)
+        out[j + 2] = s
+    return out
+
+
+def job_statistics(detector: object, observations: Sequence[Obs]) -> np.ndarray | None:
+    """(m,): the statistic a :class:`SignalCusum` or :class:`~baselines.changepoint.Cusum`
+    compares, for each of a job's observations after its checkpoints 1, 2, ... (in order);
+    the same numbers as one call per observation.  None for any other detector."""
+    from .changepoint import Cusum, cusum_statistic
+
+    if type(detector) is SignalCusum:
+        field = detector.signal
+    elif type(detector) is Cusum:
+        field = "evals"
+    else:
+        return None
+    if not observations:
+        return np.zeros(0)
+    hist = _history(observations, field)
+    if hist is None:
+        if type(detector) is Cusum:
+            return np.array(
+                [cusum_statistic(observed(o["evals"]), detector.drift) for o in observations],
+                dtype=float,
+            )
+        return np.array([detector.statistic(o) for o in observations], dtype=float)
+    x, counts = hist
+    if type(detector) is Cusum:
+        running = _running_eval_cusum(x, detector.drift)
+    else:
+        running = _running_cusum(x, detector.direction, detector.drift, detector.order)
+    return running[counts]
+
+
+def stop_flags(detector: object, observations: Sequence[Obs]) -> np.ndarray:
+    """(m,) bool: whether ``detector`` says stop at each of a job's observations after its
+    checkpoints 1, 2, ... (in order), as ``act`` says it.
+
+    At once for the stateless detectors of this module, :class:`~baselines.changepoint.Cusum`,
+    ``EvalStop`` and ``NoStop``; any other is asked one observation at a time (after
+    ``reset()``), every observation.
+    """
+    from .changepoint import Cusum
+    from .policies import EvalStop, NoStop
+
+    kind = type(detector)
+    if kind in (SignalCusum, Cusum):
+        stats = job_statistics(detector, observations)
+        return np.asarray(stats > detector.threshold, dtype=bool)  # type: ignore[operator, attr-defined]
+    if kind is LearnedDetector:
+        return detector.probabilities(observations) > detector.threshold  # type: ignore[attr-defined]
+    if kind is AnyOf:
+        flags = np.zeros(len(observations), dtype=bool)
+        for d in detector.detectors:  # type: ignore[attr-defined]
+            flags |= stop_flags(d, observations)
+        return flags
+    if kind is NoStop:
+        return np.zeros(len(observations), dtype=bool)
+    if kind is EvalStop:
+        return np.array([detector.act(o) == 1 for o in observations], dtype=bool)  # type: ignore[attr-defined]
+    detector.reset()  # type: ignore[attr-defined]
+    return np.array([int(detector.act(o)) == 1 for o in observations], dtype=bool)  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class LearnedDetector:
     """Stop when a logistic model's probability that the run is past a hacking peak exceeds ``threshold``.
@@ -224,6 +366,25 @@ class LearnedDetector:
         """1 when :meth:`probability` exceeds the threshold."""
         return int(self.probability(obs) > self.threshold)
 
+    def probabilities(self, observations: Sequence[Obs]) -> np.ndarray:
+        """(m,): :meth:`probability` of each of a job's observations after its checkpoints
+        1, 2, ... (in order), the same numbers, its features computed at once
+        (:func:`features_table`)."""
+        m = len(observations)
+        if m == 0:
+            return np.zeros(0)
+        masks = [_masks(observations, s) for s in self.signals]
+        if any(mk is None for mk in masks):
+            return np.array([self.probability(o) for o in observations], dtype=float)
+        skip = np.zeros(m, dtype=bool)
+        for mk in masks:
+            skip |= ~mk.any(axis=1)  # type: ignore[union-attr]
+        z = (features_table(observations, self.signals, self.evals) - self.mean) / self.scale
+        out = np.zeros(m)
+        for c in np.flatnonzero(~skip):
+            out[c] = float(1.0 / (1.0 + np.exp(-(z[c] @ self.coef + self.intercept))))
+        return out
+
     @classmethod
     def fit(
         cls,
@@ -249,7 +410,10 @@ class LearnedDetector:
         from sklearn.linear_model import LogisticRegression
 
         signals = tuple(_check_signal(s) for s in signals)
-        x = np.array([features(o, signals, evals) for run in observations for o in run])
+        x = np.concatenate(
+            [features_table(run, signals, evals) for run in observations]
+            or [np.zeros((0, 4 * (len(signals) + evals) + 1))]
+        )
         y = np.concatenate([np.asarray(p, dtype=bool) for p in past_peak])
         mean = x.mean(axis=0)
         scale = x.std(axis=0)
@@ -348,7 +512,21 @@ def first_stop(detector: object, observations: Sequence[Obs]) -> int | None:
     last checkpoint has finished).
     """
     detector.reset()  # type: ignore[attr-defined]
+    if _stateless(detector):  # every decision at once (:func:`stop_flags`)
+        fired = np.flatnonzero(stop_flags(detector, observations[:-1]))
+        return int(fired[0]) if len(fired) else None
     for c, obs in enumerate(observations[:-1]):
         if int(detector.act(obs)) == 1:  # type: ignore[attr-defined]
             return c
     return None
+
+
+def _stateless(detector: object) -> bool:
+    """Whether :func:`stop_flags` decides ``detector`` at once (a detector whose decision
+    reads the current observation alone: this module's, ``Cusum``, ``EvalStop``, ``NoStop``)."""
+    from .changepoint import Cusum
+    from .policies import EvalStop, NoStop
+
+    if type(detector) is AnyOf:
+        return all(_stateless(d) for d in detector.detectors)  # type: ignore[attr-defined]
+    return type(detector) in (SignalCusum, Cusum, LearnedDetector, EvalStop, NoStop)

@@ -409,11 +409,18 @@ def unit_sums(groups: Sequence[Sequence[str | None]], terms: Sequence[np.ndarray
     return UnitSums(runs, seeds)
 
 
+@functools.lru_cache(maxsize=16)
 def _boot_weights(n_runs: int, n_seeds: int, n_boot: int, seed: int) -> tuple[np.ndarray, ...]:
-    """(B, R) and (B, S) multiplicities of resampled runs and seeds."""
+    """(B, R) and (B, S) multiplicities of resampled runs and seeds (read-only).
+
+    Drawn once per shape and seed: every stopper of a task (and the difference CIs) is
+    resampled with the same weights, which are a function of these arguments alone.
+    """
     rng = np.random.default_rng(seed)
     wr = rng.multinomial(n_runs, np.full(n_runs, 1 / n_runs), size=n_boot)
     ws = rng.multinomial(n_seeds, np.full(n_seeds, 1 / n_seeds), size=n_boot)
+    wr.flags.writeable = False
+    ws.flags.writeable = False
     return wr, ws
 
 
@@ -865,10 +872,14 @@ def score_task(
     seeds under ``(task, factor, display name)`` (see :func:`stop_positions`).
     """
     heldout = is_heldout(kw)
-    runs = [
-        [play({**kw, **st.env}, s, st.policy, job_terms=kw if heldout else None) for s in seeds]
-        for st in stoppers
-    ]
+    runs: list[list[dict[str, Any]]] = []
+    for n, st in enumerate(stoppers):
+        same = _same_floor(st, stoppers[:n])
+        if same is not None:  # the Best floor: its family's tuned floor, played above
+            runs.append(runs[same])
+            continue
+        terms = kw if heldout else None
+        runs.append([play({**kw, **st.env}, s, st.policy, job_terms=terms) for s in seeds])
     if positions is not None:
         for st, rs in zip(stoppers, runs):
             positions[(task, factor, st.name)] = tuple(  # type: ignore[assignment]
@@ -919,6 +930,21 @@ def score_task(
             )
         )
     return rows
+
+
+def _same_floor(st: Stopper, before: Sequence[Stopper]) -> int | None:
+    """The index in ``before`` of the tuned floor that ``st`` (the Best floor) is, if any.
+
+    The Best floor plays the very policy object of its family's tuned floor in the same
+    env; a floor decides each job from its observation alone, so its episodes on the same
+    seeds are the same, and are played once.
+    """
+    if st.kind != BEST_FLOOR:
+        return None
+    for i, other in enumerate(before):
+        if other.kind in FLOOR_KINDS and other.policy is st.policy and other.env == st.env:
+            return i
+    return None
 
 
 def score(

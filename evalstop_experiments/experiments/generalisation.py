@@ -1048,8 +1048,16 @@ def lsm_cell_rows(
         for name, st in stoppers.items():
             st.set_settings(settings)
             if getattr(st, "stateful", False):
-                # Decisions that depend on the jobs seen before: played in time order.
-                ends[name] = np.asarray(play_episode(st, int(s), kw)[1].ckpt_done)
+                # Decisions that depend on the jobs seen before: played in time order (a
+                # routed stopper's predictions computed for the whole episode first).
+                prime = getattr(st, "primed", None)
+                if prime is not None:
+                    prime(ep.arrays)
+                try:
+                    ends[name] = np.asarray(play_episode(st, int(s), kw)[1].ckpt_done)
+                finally:
+                    if prime is not None:
+                        st.unprime()
             else:
                 ends[name] = st.ends(ep.arrays)
         if terms is not None:

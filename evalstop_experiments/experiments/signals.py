@@ -51,7 +51,9 @@ from baselines.signals import (
     LearnedDetector,
     SignalCusum,
     first_stop,
+    job_statistics,
     run_observations,
+    stop_flags,
 )
 from evalstop_gym.corpus import CurveTrace, peak_progress, resample, write_traces
 from evalstop_gym.corpus.packaged import ENGLISH_CORPUS, TRL_CORPUS, load_corpus
@@ -63,10 +65,27 @@ from evalstop_gym.fileio import atomic_open
 from evalstop_gym.sim.real_curves import GAIN, CorpusMap, corpus_map, gold_gain
 from evalstop_gym.sim.signals import SIGNAL_FIELDS, logged_signals, trace_signal
 from evalstop_gym.sim.workloads import RLHF, get_workload
-from evalstop_gym.suite import HELDOUT_TASKS, suite_task
+from evalstop_gym.suite import HELDOUT_TASKS, is_heldout, suite_task
 
 from ..plan import Experiment, Plan, ReproduceOptions
-from ..scoring import CURVE_ORACLE, EXTRA, NOSTOP, ORACLE, Stopper, score_task
+from ..scoring import (
+    CURVE_ORACLE,
+    EXTRA,
+    NOSTOP,
+    ORACLE,
+    REFERENCE_KIND,
+    JobObs,
+    Stopper,
+    episode_arrays,
+    episode_job_runs,
+    job_observations,
+    normalised_score,
+    play,
+    reference_for,
+    run_bootstrap_score,
+    unit_sums,
+    utility_terms,
+)
 
 ID = "E12"
 #: The shipped corpora E12 runs on (a later corpus joins by its packaged name).
@@ -149,6 +168,12 @@ class Runs:
 def stat_matrix(stat: Callable[[dict[str, np.ndarray]], float], runs: Runs) -> np.ndarray:
     """(n, K - 1): ``stat`` of each run's observation after each checkpoint but the last."""
     return np.array([[stat(o) for o in run[:-1]] for run in runs.observations])
+
+
+def detector_stats(probe: Cusum | SignalCusum, runs: Runs) -> np.ndarray:
+    """:func:`stat_matrix` of the statistic ``probe`` compares (the eval CUSUM's or a signal
+    CUSUM's): the same numbers, each run's in one pass (:func:`baselines.signals.job_statistics`)."""
+    return np.array([job_statistics(probe, run[:-1]) for run in runs.observations], dtype=float)
 
 
 def stops_at(stats: np.ndarray, threshold: float | np.ndarray) -> np.ndarray:
@@ -297,7 +322,7 @@ def tune_cusums(train: Runs, signals: Sequence[str], price: Price | None = None)
     best: tuple[float, float, Any] | None = None
     for drift in DRIFTS:
         probe = Cusum(threshold=1.0, drift=drift * eval_unit)
-        stats = stat_matrix(lambda o, p=probe: _eval_cusum(p, o), train)
+        stats = detector_stats(probe, train)
         thr, j, lead = tune_threshold(stats, train, price)
         if best is None or (j, lead) > best[:2]:
             best = (j, lead, Cusum(threshold=max(thr, 1e-12), drift=drift * eval_unit))
@@ -310,7 +335,7 @@ def tune_cusums(train: Runs, signals: Sequence[str], price: Price | None = None)
             chosen: tuple[float, float, Any] | None = None
             for drift in DRIFTS:
                 probe = SignalCusum(signal, 1.0, drift * unit, order)
-                stats = stat_matrix(probe.statistic, train)
+                stats = detector_stats(probe, train)
                 thr, j, lead = tune_threshold(stats, train, price)
                 if chosen is None or (j, lead) > chosen[:2]:
                     det = SignalCusum(signal, max(thr, 1e-12), drift * unit, order)
@@ -355,7 +380,7 @@ def fit_learned(
             [train.observations[i] for i in fit], [past[i] for i in fit], signals, evals
         )
         for i in held:
-            probs[i] = [model.probability(o) for o in train.observations[i][:-1]]
+            probs[i] = model.probabilities(train.observations[i][:-1])
     final = LearnedDetector.fit(train.observations, past, signals, evals, 0.5, name)
     boundary = "both" if evals else "signals"
     out = []
@@ -550,10 +575,8 @@ def train_task(corpus: str = "") -> dict[str, Any]:
     return suite_task(BASE_TASK)
 
 
-def score_rows(
-    detectors: Sequence[Detector], kw: dict[str, Any], seeds: Sequence[int]
-) -> dict[str, tuple[float, float, float]]:
-    """Detector name -> (normalised score, CI low, CI high) on the env kwargs ``kw``."""
+def score_stoppers(detectors: Sequence[Detector]) -> list[Stopper]:
+    """The stoppers :func:`score_rows` scores: NoStop, every detector, both references."""
     stoppers = [Stopper(NOSTOP, "NoStop", NoStop())]
     for d in detectors:
         env = {"obs_fields": list(d.obs_fields)} if d.obs_fields else {}
@@ -562,8 +585,100 @@ def score_rows(
     # another corpus task to the Oracle (scoring.reference_for).
     stoppers.append(Stopper(CURVE_ORACLE, "CurveOracle", CurveOracle()))
     stoppers.append(Stopper(ORACLE, "Oracle", None))
-    rows = score_task("heldout", 1.0, kw, stoppers, seeds)
-    return {r.stopper: (r.score, r.score_lo, r.score_hi) for r in rows}
+    return stoppers
+
+
+def score_rows(
+    detectors: Sequence[Detector], kw: dict[str, Any], seeds: Sequence[int]
+) -> dict[str, tuple[float, float, float]]:
+    """Detector name -> (normalised score, CI low, CI high) on the env kwargs ``kw``.
+
+    The numbers :func:`~evalstop_experiments.scoring.score_task` gives for
+    :func:`score_stoppers` (a test compares them), without playing the per-job
+    detectors: each job's end is its first stop on the observations the env shows it
+    (:func:`per_job_runs`); only the privileged references are played.
+    """
+    stoppers = score_stoppers(detectors)
+    heldout = is_heldout(kw)
+    runs = []
+    observations: dict[Any, list[JobObs]] = {}
+    for st in stoppers:
+        if _per_job(st.policy):
+            runs.append(per_job_runs(st, kw, seeds, heldout, observations))
+        else:
+            terms = kw if heldout else None
+            runs.append([play({**kw, **st.env}, s, st.policy, job_terms=terms) for s in seeds])
+    ref = reference_for(kw)
+    by_kind = {st.kind: rs for st, rs in zip(stoppers, runs)}
+    u0 = [r["utility"] for r in by_kind[NOSTOP]]
+    uref = [r["utility"] for r in by_kind[REFERENCE_KIND[ref]]]
+    units = None
+    if heldout:
+        groups = [episode_job_runs(kw, s) for s in seeds]
+        t0 = [r["job_terms"] for r in by_kind[NOSTOP]]
+        tref = [r["job_terms"] for r in by_kind[REFERENCE_KIND[ref]]]
+        units = unit_sums(groups, t0), unit_sums(groups, tref)
+    out: dict[str, tuple[float, float, float]] = {}
+    for st, rs in zip(stoppers, runs):
+        u = [r["utility"] for r in rs]
+        got = normalised_score(u, u0, uref)
+        if units is not None:
+            su = unit_sums(groups, [r["job_terms"] for r in rs])
+            got = (got[0], *run_bootstrap_score(su, units[0], units[1])[1:])
+        out[st.name] = got
+    return out
+
+
+#: Policies whose decision on a job reads that job's current observation only (no state
+#: across calls or jobs): their episodes' utilities follow from each job's first stop.
+_PER_JOB = (NoStop, EvalStop, Cusum, SignalCusum, LearnedDetector)
+
+
+def _per_job(policy: Any) -> bool:
+    """Whether ``policy`` is a stateless per-job detector (an :class:`AnyOf` of them too)."""
+    if isinstance(policy, AnyOf):
+        return all(_per_job(d) for d in policy.detectors)
+    return type(policy) in _PER_JOB
+
+
+def per_job_runs(
+    st: Stopper,
+    kw: dict[str, Any],
+    seeds: Sequence[int],
+    heldout: bool,
+    observations: dict[Any, list[JobObs]] | None = None,
+) -> list[dict[str, Any]]:
+    """Per seed, the ``utility`` (and with ``heldout`` the ``job_terms``) a played episode of
+    the per-job stopper ``st`` gives, from each job's first stop on its observations.
+
+    A job's observations are the env's rows (:func:`~evalstop_experiments.scoring.job_observations`
+    with the stopper's own ``env``), decided as ``act`` decides them
+    (:func:`baselines.signals.stop_flags`); a job never stopped ends at its last checkpoint
+    (the env asks every job after each checkpoint but its last: no truncation).  The utility is the episode's
+    (:func:`evalstop_gym.sim.metrics.honest_metrics`: the terms V_end - V_1 summed by
+    ``np.sum``), the job terms :func:`~evalstop_experiments.scoring.play`'s.
+    ``observations`` keeps the jobs' observations by env and seed for the next stopper.
+    """
+    out = []
+    cache = {} if observations is None else observations
+    play_kw = {**kw, **st.env}
+    for s in seeds:
+        key = (repr(sorted(play_kw.items())), int(s))
+        if key not in cache:
+            cache[key] = job_observations(play_kw, int(s))
+        jobs = cache[key]
+        values = episode_arrays(kw, int(s)).values
+        ends = np.full(len(jobs), values.shape[1])
+        for j, job in enumerate(jobs):
+            fired = np.flatnonzero(stop_flags(st.policy, job.obs))
+            if len(fired):
+                ends[j] = fired[0] + 1
+        terms = utility_terms(values, ends)
+        row: dict[str, Any] = {"utility": float(np.sum(terms))}
+        if heldout:
+            row["job_terms"] = terms
+        out.append(row)
+    return out
 
 
 def e12(

@@ -173,3 +173,86 @@ def test_run_observations_on_the_common_map_are_the_heldout_envs_rows() -> None:
         "curve_warp": 0.0,
     }
     assert _compare_with_env(kw, 5, ["kl"], corpus_map(kw["curves"])) > 10
+
+
+def _one_at_a_time_flags(det, observations) -> list[bool]:
+    det.reset()
+    return [int(det.act(o)) == 1 for o in observations]
+
+
+def _detectors_on(signals: list[str]) -> list:
+    from baselines import EvalStop, NoStop
+
+    rng = np.random.default_rng(3)
+    dets: list = [NoStop(), EvalStop(2)]
+    for drift in (0.0, 0.002, 0.05):
+        for thr in (1e-9, 0.01, 0.05, 0.3):
+            dets.append(Cusum(threshold=thr, drift=drift))
+            for s in signals:
+                for order in (1, 2):
+                    dets.append(SignalCusum(s, thr, drift, order))
+    dets.append(AnyOf([Cusum(0.05, 0.0), SignalCusum(signals[0], 0.01, 0.0, 2)]))
+    # Learned detectors with random coefficients: every feature column counts.
+    for evals in (False, True):
+        f = 4 * (len(signals) + evals) + 1
+        mean, scale = rng.normal(0, 0.1, f), rng.uniform(0.1, 2.0, f)
+        dets.append(
+            LearnedDetector(tuple(signals), evals, mean, scale, rng.normal(0, 1, f), 0.1, 0.5, "L")
+        )
+    return dets
+
+
+def _check_at_once(observations: list[list[dict]], signals: list[str]) -> int:
+    """Every stateless detector's at-once decisions, statistics and features are the
+    per-observation code's, bit for bit, on each job's observations."""
+    from baselines.signals import (
+        features,
+        features_table,
+        job_statistics,
+        stop_flags,
+    )
+    from evalstop_experiments.experiments.signals import _eval_cusum
+
+    fired = 0
+    dets = _detectors_on(signals)
+    for obs in observations:
+        for det in dets:
+            flags = stop_flags(det, obs)
+            assert flags.tolist() == _one_at_a_time_flags(det, obs), det
+            fired += int(flags.any())
+            stats = job_statistics(det, obs)
+            if isinstance(det, SignalCusum):
+                assert stats.tobytes() == np.array([det.statistic(o) for o in obs]).tobytes()
+            elif type(det) is Cusum:
+                one = np.array([_eval_cusum(det, o) for o in obs], dtype=float)
+                assert stats.tobytes() == one.tobytes()
+            if isinstance(det, LearnedDetector):
+                p = np.array([det.probability(o) for o in obs])
+                assert det.probabilities(obs).tobytes() == p.tobytes()
+        for evals in (False, True):
+            table = features_table(obs, signals, evals)
+            one = np.array([features(o, signals, evals) for o in obs])
+            assert table.tobytes() == one.tobytes()
+    return fired
+
+
+def test_at_once_decisions_are_the_per_observation_ones_on_corpus_runs() -> None:
+    traces = load_corpus(TRL_CORPUS)
+    obs = run_observations(traces, 20, ["kl", "reward"])
+    assert _check_at_once([o[:-1] for o in obs] + obs[:3], ["kl", "reward"]) > 0
+
+
+@pytest.mark.parametrize("window", [None, 6])
+def test_at_once_decisions_are_the_per_observation_ones_on_env_jobs(window) -> None:
+    # Every job of an episode (RLHF jobs on corpus runs, synthetic jobs without signals),
+    # and a window shorter than the history (the per-observation code decides).
+    from evalstop_experiments.scoring import job_observations
+
+    kw = {
+        **suite_task("trl-heldout", split="test"),
+        "n_jobs": 30,
+        "obs_fields": ["kl", "reward"],
+        "eval_window": window,
+    }
+    jobs = job_observations(kw, 3)
+    assert _check_at_once([j.obs for j in jobs], ["kl", "reward"]) > 0

@@ -132,3 +132,29 @@ def test_utility_tuning_reaches_at_least_the_j_tuned_threshold_s_utility(traces,
     tuned = [r for r in rows if r["tuning"] == "utility"]
     assert tuned and all(r["detector"].endswith(e12mod.UTILITY_SUFFIX) for r in tuned)
     assert "EvalStop(k=2)" not in {r["detector"].removesuffix(e12mod.UTILITY_SUFFIX) for r in tuned}
+
+
+@pytest.mark.parametrize("task", ["trl-heldout", "trl-gao"])
+def test_scores_from_first_stops_are_the_played_episodes_scores(traces, task) -> None:
+    # score_rows plays only the references; every detector's utility comes from its first
+    # stop on each job's observations.  The numbers are score_task's, which plays them all.
+    from evalstop_experiments.scoring import score_task
+    from evalstop_gym.corpus.split import select
+    from evalstop_gym.sim.real_curves import corpus_map
+    from evalstop_gym.sim.signals import logged_signals
+    from evalstop_gym.suite import suite_task
+
+    signals = logged_signals(traces)
+    tuning = e12mod.train_task(TRL_CORPUS)
+    train = e12mod.Runs.of(
+        select(traces, split_runs(traces), "train"), 20, signals, corpus_map(tuning["curves"])
+    )
+    dets = e12mod.detectors_for(train, signals, signals, (None, e12mod.task_price(tuning)))
+    kw = suite_task(task, split="test") if task == "trl-heldout" else suite_task(task)
+    kw["n_jobs"] = 40
+    seeds = [0, 1]
+    got = e12mod.score_rows(dets, kw, seeds)
+    played = score_task("heldout", 1.0, kw, e12mod.score_stoppers(dets), seeds)
+    assert len(got) == len(played) == len(dets) + 3
+    for r in played:
+        assert repr(got[r.stopper]) == repr((r.score, r.score_lo, r.score_hi)), r.stopper

@@ -294,3 +294,50 @@ def test_the_loader_tells_the_formats_by_their_metadata_member(
     expert = tmp_path / "expert.npz"
     expert.write_bytes(model.experts[0].to_bytes())
     assert type(routed.load_stopper(expert, trust=True)) is BackwardStopper
+
+
+@pytest.mark.parametrize("lone", [False, True])
+def test_primed_predictions_are_the_one_job_ones_and_play_the_same_episode(
+    model: RoutedModel, lone: bool
+) -> None:
+    from baselines.backward import bucket_of, feature_matrix
+    from baselines.evaluate import play_episode
+    from evalstop_experiments.scoring import episode_arrays
+
+    cls = routed.LoneRoutedStopper if lone else RoutedStopper
+    for task, seed in (("hard-0.12", 4), ("paper-0.12", 5), ("trl-gao", 6)):
+        kw = _kw(task)
+        st = cls(model).bind_task(kw)
+        row, rec = play_episode(st, seed, kw)
+        evidence, seen = st.evidence.copy(), st.jobs_seen
+        st.primed(episode_arrays(kw, seed).arrays)
+        assert st._primed
+        # Every primed row is the one-job walk's, bit for bit.
+        for (jt, eb, lb, progress, declines), (i, k, raw, gains) in st._primed.items():
+            x = feature_matrix(
+                np.frombuffer(eb)[None, :],
+                np.frombuffer(lb)[None, :],
+                np.array([jt]),
+                progress,
+                np.array([declines]),
+                st.settings["eval_noise"],
+                st.settings["gpu_hour_price"],
+                st.model.smoothed,
+            )
+            one_raw, one_gains = st.model.predictions(bucket_of(i, k, st.model.grid), x)
+            assert one_raw.tobytes() == raw.tobytes() and one_gains.tobytes() == gains.tobytes()
+
+        # Every decision of the played episode reads a primed row: none walks the trees.
+        def walk(*args: object) -> bool:
+            raise AssertionError("a decision missed the primed rows")
+
+        st._stops = walk  # type: ignore[method-assign]
+        row2, rec2 = play_episode(st, seed, kw)
+        del st._stops
+        assert st.jobs_seen == seen
+        np.testing.assert_array_equal(st.evidence, evidence)
+        np.testing.assert_array_equal(rec2.ckpt_done, rec.ckpt_done)
+        assert row2["utility"] == row["utility"]
+        # New settings forget the primed rows.
+        st.set_settings({"eval_noise": 0.1})
+        assert not st._primed
