@@ -886,16 +886,8 @@ def score_task(
                 np.concatenate([r["stop_positions"][i] for r in rs]) for i in (0, 1)
             )
     ref = reference_for(kw)
-    by_kind = {st.kind: rs for st, rs in zip(stoppers, runs)}
-    u0 = [r["utility"] for r in by_kind[NOSTOP]]
-    uref = [r["utility"] for r in by_kind[REFERENCE_KIND[ref]]]
+    by_kind, u0, uref, groups, units = reference_sums(kw, seeds, stoppers, runs)
     jct0 = np.mean([r["mean_jct_h"] for r in by_kind[NOSTOP]])
-    units = None
-    if heldout:
-        groups = [episode_job_runs(kw, s) for s in seeds]
-        t0 = [r["job_terms"] for r in by_kind[NOSTOP]]
-        tref = [r["job_terms"] for r in by_kind[REFERENCE_KIND[ref]]]
-        units = unit_sums(groups, t0), unit_sums(groups, tref)
     rows = []
     for st, rs in zip(stoppers, runs):
         u = [r["utility"] for r in rs]
@@ -930,6 +922,36 @@ def score_task(
             )
         )
     return rows
+
+
+def reference_sums(
+    kw: dict[str, Any],
+    seeds: Sequence[int],
+    stoppers: Sequence[Stopper],
+    runs: Sequence[Sequence[dict[str, Any]]],
+) -> tuple[
+    dict[str, Sequence[dict[str, Any]]],
+    list[float],
+    list[float],
+    list[Any] | None,
+    tuple[UnitSums, UnitSums] | None,
+]:
+    """What every stopper's score on ``kw`` is normalised by, from the played ``runs``.
+
+    Returns the runs by stopper kind, NoStop's and the reference's utilities per seed,
+    and on a held-out task the runs of every episode's jobs and NoStop's and the
+    reference's per-unit sums (None elsewhere).
+    """
+    by_kind = {st.kind: rs for st, rs in zip(stoppers, runs)}
+    ref_runs = by_kind[REFERENCE_KIND[reference_for(kw)]]
+    u0 = [r["utility"] for r in by_kind[NOSTOP]]
+    uref = [r["utility"] for r in ref_runs]
+    if not is_heldout(kw):
+        return by_kind, u0, uref, None, None
+    groups = [episode_job_runs(kw, s) for s in seeds]
+    t0 = [r["job_terms"] for r in by_kind[NOSTOP]]
+    tref = [r["job_terms"] for r in ref_runs]
+    return by_kind, u0, uref, groups, (unit_sums(groups, t0), unit_sums(groups, tref))
 
 
 def _same_floor(st: Stopper, before: Sequence[Stopper]) -> int | None:

@@ -73,15 +73,13 @@ from ..scoring import (
     EXTRA,
     NOSTOP,
     ORACLE,
-    REFERENCE_KIND,
     JobObs,
     Stopper,
     episode_arrays,
-    episode_job_runs,
     job_observations,
     normalised_score,
     play,
-    reference_for,
+    reference_sums,
     run_bootstrap_score,
     unit_sums,
     utility_terms,
@@ -608,16 +606,7 @@ def score_rows(
         else:
             terms = kw if heldout else None
             runs.append([play({**kw, **st.env}, s, st.policy, job_terms=terms) for s in seeds])
-    ref = reference_for(kw)
-    by_kind = {st.kind: rs for st, rs in zip(stoppers, runs)}
-    u0 = [r["utility"] for r in by_kind[NOSTOP]]
-    uref = [r["utility"] for r in by_kind[REFERENCE_KIND[ref]]]
-    units = None
-    if heldout:
-        groups = [episode_job_runs(kw, s) for s in seeds]
-        t0 = [r["job_terms"] for r in by_kind[NOSTOP]]
-        tref = [r["job_terms"] for r in by_kind[REFERENCE_KIND[ref]]]
-        units = unit_sums(groups, t0), unit_sums(groups, tref)
+    _, u0, uref, groups, units = reference_sums(kw, seeds, stoppers, runs)
     out: dict[str, tuple[float, float, float]] = {}
     for st, rs in zip(stoppers, runs):
         u = [r["utility"] for r in rs]
