@@ -259,16 +259,6 @@ def _running_cusum(values: np.ndarray, direction: int, drift: float, order: int)
     return out
 
 
-def _running_eval_cusum(evals: np.ndarray, drift: float) -> np.ndarray:
-    """(len + 1,): entry n the :func:`~baselines.changepoint.cusum_statistic` of ``evals[:n]``."""
-    out = np.zeros(len(evals) + 1)
-    s = 0.0
-    for j, d in enumerate(np.diff(np.asarray(evals, dtype=float))):
-        s = max(0.0, s - d - drift)
-        out[j + 2] = s
-    return out
-
-
 def job_statistics(detector: object, observations: Sequence[Obs]) -> np.ndarray | None:
     """(m,): the statistic a :class:`SignalCusum` or :class:`~baselines.changepoint.Cusum`
     compares, for each of a job's observations after its checkpoints 1, 2, ... (in order);
@@ -293,7 +283,8 @@ def job_statistics(detector: object, observations: Sequence[Obs]) -> np.ndarray 
         return np.array([detector.statistic(o) for o in observations], dtype=float)
     x, counts = hist
     if type(detector) is Cusum:
-        running = _running_eval_cusum(x, detector.drift)
+        # The eval CUSUM is the falls' first-difference CUSUM: s - d is s + (-d) to the bit.
+        running = _running_cusum(x, -1, detector.drift, 1)
     else:
         running = _running_cusum(x, detector.direction, detector.drift, detector.order)
     return running[counts]
@@ -303,12 +294,12 @@ def stop_flags(detector: object, observations: Sequence[Obs]) -> np.ndarray:
     """(m,) bool: whether ``detector`` says stop at each of a job's observations after its
     checkpoints 1, 2, ... (in order), as ``act`` says it.
 
-    At once for the stateless detectors of this module, :class:`~baselines.changepoint.Cusum`,
-    ``EvalStop`` and ``NoStop``; any other is asked one observation at a time (after
-    ``reset()``), every observation.
+    At once for the stateless detectors of this module, :class:`~baselines.changepoint.Cusum`
+    and ``NoStop``; any other (``EvalStop`` among them) is asked one observation at a time
+    (after ``reset()``), every observation.
     """
     from .changepoint import Cusum
-    from .policies import EvalStop, NoStop
+    from .policies import NoStop
 
     kind = type(detector)
     if kind in (SignalCusum, Cusum):
@@ -323,8 +314,6 @@ def stop_flags(detector: object, observations: Sequence[Obs]) -> np.ndarray:
         return flags
     if kind is NoStop:
         return np.zeros(len(observations), dtype=bool)
-    if kind is EvalStop:
-        return np.array([detector.act(o) == 1 for o in observations], dtype=bool)  # type: ignore[attr-defined]
     detector.reset()  # type: ignore[attr-defined]
     return np.array([int(detector.act(o)) == 1 for o in observations], dtype=bool)  # type: ignore[attr-defined]
 
@@ -512,7 +501,7 @@ def first_stop(detector: object, observations: Sequence[Obs]) -> int | None:
     last checkpoint has finished).
     """
     detector.reset()  # type: ignore[attr-defined]
-    if _stateless(detector):  # every decision at once (:func:`stop_flags`)
+    if decides_per_job(detector):  # every decision at once (:func:`stop_flags`)
         fired = np.flatnonzero(stop_flags(detector, observations[:-1]))
         return int(fired[0]) if len(fired) else None
     for c, obs in enumerate(observations[:-1]):
@@ -521,12 +510,14 @@ def first_stop(detector: object, observations: Sequence[Obs]) -> int | None:
     return None
 
 
-def _stateless(detector: object) -> bool:
-    """Whether :func:`stop_flags` decides ``detector`` at once (a detector whose decision
-    reads the current observation alone: this module's, ``Cusum``, ``EvalStop``, ``NoStop``)."""
+def decides_per_job(detector: object) -> bool:
+    """Whether ``detector``'s decision on a job reads that job's current observation alone
+    (no state across calls or jobs): this module's detectors, ``Cusum``, ``EvalStop`` and
+    ``NoStop``, and an :class:`AnyOf` of them.  A job's decisions are then
+    :func:`stop_flags` of its observations, and an episode's ends each job's first stop."""
     from .changepoint import Cusum
     from .policies import EvalStop, NoStop
 
     if type(detector) is AnyOf:
-        return all(_stateless(d) for d in detector.detectors)  # type: ignore[attr-defined]
+        return all(decides_per_job(d) for d in detector.detectors)  # type: ignore[attr-defined]
     return type(detector) in (SignalCusum, Cusum, LearnedDetector, EvalStop, NoStop)

@@ -50,6 +50,7 @@ from baselines.signals import (
     AnyOf,
     LearnedDetector,
     SignalCusum,
+    decides_per_job,
     first_stop,
     job_statistics,
     run_observations,
@@ -601,7 +602,7 @@ def score_rows(
     runs = []
     observations: dict[Any, list[JobObs]] = {}
     for st in stoppers:
-        if _per_job(st.policy):
+        if decides_per_job(st.policy):
             runs.append(per_job_runs(st, kw, seeds, heldout, observations))
         else:
             terms = kw if heldout else None
@@ -616,18 +617,6 @@ def score_rows(
             got = (got[0], *run_bootstrap_score(su, units[0], units[1])[1:])
         out[st.name] = got
     return out
-
-
-#: Policies whose decision on a job reads that job's current observation only (no state
-#: across calls or jobs): their episodes' utilities follow from each job's first stop.
-_PER_JOB = (NoStop, EvalStop, Cusum, SignalCusum, LearnedDetector)
-
-
-def _per_job(policy: Any) -> bool:
-    """Whether ``policy`` is a stateless per-job detector (an :class:`AnyOf` of them too)."""
-    if isinstance(policy, AnyOf):
-        return all(_per_job(d) for d in policy.detectors)
-    return type(policy) in _PER_JOB
 
 
 def per_job_runs(
