@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sim_episodes import play
 
 from evalstop_gym import SAMPLE_TRACE, KDeclineRule
 from evalstop_gym.sim._fastmath import linear_percentiles
@@ -31,10 +32,7 @@ class _AlwaysSchedulingPass(Simulator):
 
 def _episode(cls: type[Simulator], cfg: SimConfig, seed: int, stop_seed: int):
     sim = cls(cfg, seed, record_events=True)
-    rng = np.random.default_rng(stop_seed)
-    while sim.next_decision() is not None:
-        sim.decide(int(rng.integers(3 if cfg.pools is None else 2)) if stop_seed else 0)
-    return sim.events, sim.metrics(), sim.cluster_metrics()
+    return play(sim, stop_seed, 3 if cfg.pools is None else 2)
 
 
 @settings(max_examples=12, deadline=None)

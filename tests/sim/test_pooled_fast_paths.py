@@ -7,9 +7,9 @@ best waiting job beats); events, metrics and pool hours must agree to the bit.
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sim_episodes import play
 
 from evalstop_gym import SimConfig
 from evalstop_gym.sim.pooled import PooledSimulator
@@ -21,10 +21,7 @@ POOLS = ({"gpu": 64}, {"a100": 32, "h100": 32}, {"v100": 16, "a100": 8, "h100": 
 def _episode(cfg: SimConfig, seed: int, stop_seed: int, lean: bool):
     sim = PooledSimulator(cfg, seed, record_events=True)
     sim._lean_passes = lean
-    rng = np.random.default_rng(stop_seed)
-    while sim.next_decision() is not None:
-        sim.decide(int(rng.integers(2)) if stop_seed else 0)
-    return sim.events, sim.metrics(), sim.cluster_metrics(), sim.pool_gpu_hours
+    return (*play(sim, stop_seed), sim.pool_gpu_hours)
 
 
 @settings(max_examples=20, deadline=None)

@@ -11,9 +11,9 @@ pool hours must agree to the bit.
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sim_episodes import play
 
 from evalstop_gym import SimConfig
 from evalstop_gym.sim.pooled import PooledSimulator
@@ -30,10 +30,7 @@ def _episode(cfg: SimConfig, seed: int, stop_seed: int, shortcuts: bool):
         sim._rates = [1.0] * n
         sim._one_pool = False
         sim._order = [None] * n
-    rng = np.random.default_rng(stop_seed)
-    while sim.next_decision() is not None:
-        sim.decide(int(rng.integers(2)) if stop_seed else 0)
-    return sim.events, sim.metrics(), sim.cluster_metrics(), sim.pool_gpu_hours
+    return (*play(sim, stop_seed), sim.pool_gpu_hours)
 
 
 @settings(max_examples=25, deadline=None)
