@@ -32,12 +32,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
+from evalstop_gym.parallel import kept_workers_cpu
+
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process plus its ended (waited-for) child processes."""
+    """CPU seconds of this process, its ended (waited-for) child processes and the live
+    workers of a kept pool (:func:`evalstop_gym.parallel.kept_workers_cpu`)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime + kept_workers_cpu()
 
 
 def load_average() -> float | None:

@@ -181,8 +181,13 @@ def _reproduce_locked(
 def _stages_and_episodes(
     out: Path, opts: ReproduceOptions, seeds: list[int], clock: RunClock
 ) -> tuple[Plan, RunStats]:
-    """Build every experiment's plan (the ``background`` ones beside the rest), then run the episodes."""
-    with opts.executor.beside() as beside:
+    """Build every experiment's plan (the ``background`` ones beside the rest), then run the episodes.
+
+    One process pool serves every fan-out of the run (:meth:`Executor.kept`): E6's
+    training, the stages' and the episodes' workers are spawned, and import torch and
+    the package, once.
+    """
+    with opts.executor.kept(), opts.executor.beside() as beside:
         background = _Background(beside, clock)
         parts: list[tuple[Experiment, Plan | Future[Any], bool]] = []
         for exp in EXPERIMENTS:

@@ -26,6 +26,13 @@ terminates its workers (a long task is not waited for); and the *spawn* method's
 resource-tracker process, which would otherwise linger past the program's exit, is
 stopped and reaped when the program exits.
 
+:meth:`Executor.kept` keeps one local pool open across the fan-outs of a block (a
+``reproduce`` run trains models, builds stages and plays cells in turn): its
+workers are spawned, and import numpy, torch or a corpus, once for all of them
+instead of once per fan-out.  Tasks must not depend on what ran before them in a
+worker (every task here seeds its own generators).  A fan-out that fails ends the
+kept pool as it would its own; the next one starts a fresh pool.
+
 :meth:`Executor.beside` runs single tasks in a process of their own while the
 caller goes on with other work (a one-process spawn pool with
 :data:`WORKER_ENV`), when there is a core to spare for it: a local backend of
@@ -152,6 +159,28 @@ class Executor:
             yield pair
             if progress is not None:
                 progress(1)
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[None]:
+        """A block whose local fan-outs (:meth:`imap`, :meth:`map`) share one process pool.
+
+        The pool starts with the first fan-out that needs one and has
+        :meth:`width` workers for any number of tasks; leaving the block shuts it down
+        (terminating its workers if the block raised).  Nested blocks use the outer one's
+        pool; with Ray, one worker or inside a daemonic process the block changes nothing.
+        """
+        global _kept
+        if _kept is not None or self.backend != "local":
+            yield
+            return
+        _kept = _KeptPool(self.width(1 << 30))
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            kept, _kept = _kept, None
+            kept.end(finished=not failed)
 
     def beside(self) -> Beside:
         """A context for tasks run one at a time beside this process's work (see :class:`Beside`)."""
@@ -319,8 +348,57 @@ def _stop_tracker() -> None:
             stop()
 
 
+class _KeptPool:
+    """The pool of an :meth:`Executor.kept` block: started on first use, ended with the block."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool: ProcessPoolExecutor | None = None
+
+    def get(self) -> ProcessPoolExecutor | None:
+        """The open pool, started now if need be (None: no pool on this platform)."""
+        if self.pool is None:
+            self.pool = _start_pool(self.workers)
+        return self.pool
+
+    def end(self, *, finished: bool) -> None:
+        """Shut the pool down (see :func:`_end_pool`); a later :meth:`get` starts another."""
+        if self.pool is not None:
+            pool, self.pool = self.pool, None
+            _end_pool(pool, finished=finished)
+
+
+#: The pool of the :meth:`Executor.kept` block this process is in, if any.
+_kept: _KeptPool | None = None
+
+
+def kept_workers_cpu() -> float:
+    """CPU seconds used so far by the live workers of the kept pool (:meth:`Executor.kept`).
+
+    A pool's workers count in this process's ``RUSAGE_CHILDREN`` only once they are
+    joined, which a kept pool's are at the end of its block: before that, what they have
+    used is read from ``/proc`` (0 where there is none, or no kept pool).  The sum of
+    the two is the CPU of every worker so far, each second counted once.
+    """
+    pool = _kept.pool if _kept is not None else None
+    if pool is None:
+        return 0.0
+    ticks = 0
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            with open(f"/proc/{proc.pid}/stat") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+        except (OSError, ValueError):  # no /proc, or the process has just ended
+            continue
+        # utime, stime and its own waited-for children's (fields 14 to 17), as its
+        # RUSAGE_CHILDREN entry will have them once it is joined
+        ticks += sum(int(f) for f in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK") if ticks else 0.0
+
+
 def _pool_imap(fn: Callable[[T], R], items: list[T], workers: int) -> Iterator[tuple[int, R]]:
-    pool = _start_pool(workers)
+    kept = _kept if _kept is not None and _kept.workers >= workers else None
+    pool = kept.get() if kept is not None else _start_pool(workers)
     if pool is None:
         yield from _serial_imap(fn, items)
         return
@@ -328,8 +406,9 @@ def _pool_imap(fn: Callable[[T], R], items: list[T], workers: int) -> Iterator[t
     it = iter(enumerate(items))
     finished = False
     try:
-        # The pool spawns one process per submission until it has `workers`: the first
-        # window (>= workers tasks) starts them all inside the worker environment.
+        # The pool spawns a process on a submission that finds no idle one, until it has
+        # its workers (a kept pool: in whichever fan-out that happens), so every
+        # submission is made inside the worker environment.
         with _worker_environment():
             for i, item in _take(it, workers * _WINDOW_PER_WORKER):
                 pending[pool.submit(fn, item)] = i
@@ -337,11 +416,15 @@ def _pool_imap(fn: Callable[[T], R], items: list[T], workers: int) -> Iterator[t
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
                 yield pending.pop(fut), fut.result()
-            for i, item in _take(it, len(done)):
-                pending[pool.submit(fn, item)] = i
+            with _worker_environment():
+                for i, item in _take(it, len(done)):
+                    pending[pool.submit(fn, item)] = i
         finished = True
     finally:
-        _end_pool(pool, finished=finished)
+        if kept is None:
+            _end_pool(pool, finished=finished)
+        elif not finished:  # an error or Ctrl-C: end its workers as a fan-out's own pool
+            kept.end(finished=False)
 
 
 def _take(it: Iterator[T], n: int) -> Iterator[T]:

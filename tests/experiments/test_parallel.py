@@ -7,7 +7,13 @@ import sys
 
 import pytest
 
-from evalstop_gym.parallel import WORKER_ENV, Executor, parallel_map, ray_runtime_env
+from evalstop_gym.parallel import (
+    WORKER_ENV,
+    Executor,
+    kept_workers_cpu,
+    parallel_map,
+    ray_runtime_env,
+)
 
 
 def square(x: int) -> int:
@@ -22,6 +28,16 @@ def worker_facts(_: int) -> dict[str, object]:
         "env": {k: os.environ.get(k) for k in WORKER_ENV},
         "torch_threads": sys.modules["torch"].get_num_threads() if "torch" in sys.modules else None,
     }
+
+
+def burn(seconds: float) -> float:
+    """A task that uses ``seconds`` of CPU; what it used."""
+    import time
+
+    t0 = time.process_time()
+    while time.process_time() - t0 < seconds:
+        pass
+    return time.process_time() - t0
 
 
 def fail_on_three(x: int) -> int:
@@ -113,6 +129,62 @@ def test_beside_runs_tasks_in_a_process_of_their_own_or_here_at_once() -> None:
     assert not Executor("ray", workers=2).beside().separate
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a reaped process does not)."""
+    return os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
+def test_a_kept_pool_serves_every_fan_out_of_its_block_and_ends_with_it() -> None:
+    ex = Executor(workers=2)
+    with ex.kept():
+        first = {f["pid"] for f in ex.map(worker_facts, range(8))}
+        again = ex.map(worker_facts, range(8))
+        assert {f["pid"] for f in again} <= first  # the same workers, spawned once
+        assert all(f["env"] == WORKER_ENV for f in again)
+        with ex.kept():  # nested: the outer block's pool
+            assert {f["pid"] for f in ex.map(worker_facts, range(8))} <= first
+        assert Executor(workers=1).map(worker_facts, [0])[0]["pid"] == os.getpid()
+    assert not any(_alive(pid) for pid in first)  # shut down and joined with the block
+    # Each fan-out outside a block has its own workers.
+    a, b = ({f["pid"] for f in ex.map(worker_facts, range(8))} for _ in range(2))
+    assert not a & b
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
+def test_a_failed_fan_out_ends_the_kept_pool_and_the_next_one_starts_afresh() -> None:
+    ex = Executor(workers=2)
+    with ex.kept():
+        first = {f["pid"] for f in ex.map(worker_facts, range(4))}
+        with pytest.raises(ArithmeticError, match="three"):
+            ex.map(fail_on_three, range(6))
+        assert not any(_alive(pid) for pid in first)  # terminated as a fan-out's own pool
+        after = {f["pid"] for f in ex.map(worker_facts, range(4))}
+        assert after and not after & first
+        assert ex.map(square, range(5)) == [0, 1, 4, 9, 16]
+    assert not any(_alive(pid) for pid in after)
+    with pytest.raises(ArithmeticError, match="three"), ex.kept():
+        ex.map(square, range(3))
+        raise ArithmeticError("three")  # the block itself fails: its pool ends too
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
+def test_the_kept_pools_cpu_counts_before_its_workers_are_joined() -> None:
+    from evalstop_experiments.progress import cpu_seconds
+
+    ex = Executor(workers=2)
+    assert kept_workers_cpu() == 0.0
+    start = cpu_seconds()
+    with ex.kept():
+        used = sum(ex.map(burn, [0.3, 0.3]))
+        inside = cpu_seconds() - start
+        assert kept_workers_cpu() >= used - 0.05  # the workers are alive, not yet joined
+        assert inside >= used - 0.05
+    after = cpu_seconds() - start  # joined: their CPU moved to RUSAGE_CHILDREN
+    assert kept_workers_cpu() == 0.0
+    assert inside - 0.05 <= after <= inside + 1.0  # counted once, not twice
+
+
 def _process_group(pgid: int) -> list[str]:
     """Processes (pid and command) of process group ``pgid``, zombies included."""
     out = []
@@ -132,20 +204,23 @@ def _process_group(pgid: int) -> list[str]:
 
 
 FAN_OUT = """
+import contextlib
 import time
 from evalstop_gym.parallel import Executor
 import tests.experiments.test_parallel as t
-assert Executor(workers=2).map(t.square, range(6)) == [x * x for x in range(6)]
-with Executor(workers=2).beside() as b:
-    assert b.submit(t.square, 4).result() == 16
-if {fail}:
-    start = time.monotonic()
-    try:
-        Executor(workers=2).map(t.sleep_or_fail, [1, 2, 3, 4])
-    except ArithmeticError:
-        pass
-    # the task still sleeping was not waited for
-    assert time.monotonic() - start < 30, time.monotonic() - start
+with Executor(workers=2).kept() if {kept} else contextlib.nullcontext():
+    assert Executor(workers=2).map(t.square, range(6)) == [x * x for x in range(6)]
+    with Executor(workers=2).beside() as b:
+        assert b.submit(t.square, 4).result() == 16
+    if {fail}:
+        start = time.monotonic()
+        try:
+            Executor(workers=2).map(t.sleep_or_fail, [1, 2, 3, 4])
+        except ArithmeticError:
+            pass
+        # the task still sleeping was not waited for
+        assert time.monotonic() - start < 30, time.monotonic() - start
+        assert Executor(workers=2).map(t.square, range(3)) == [0, 1, 4]
 """
 
 
@@ -161,15 +236,17 @@ def sleep_or_fail(x: int) -> int:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process groups from /proc")
+@pytest.mark.parametrize("kept", [False, True])
 @pytest.mark.parametrize("fail", [False, True])
-def test_a_fan_out_leaves_no_process_behind(fail: bool) -> None:
-    """A reproduce-like fan-out (pool, beside, a failing task) exits with its group empty."""
+def test_a_fan_out_leaves_no_process_behind(fail: bool, kept: bool) -> None:
+    """A reproduce-like fan-out (pool, beside, a failing task; in a kept pool's block or
+    not) exits with its group empty."""
     import subprocess
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen(
-        [sys.executable, "-c", FAN_OUT.format(fail=fail)],
+        [sys.executable, "-c", FAN_OUT.format(fail=fail, kept=kept)],
         cwd=root,
         env={**os.environ, "PYTHONPATH": str(root)},
         start_new_session=True,  # its own process group: the group id is its pid
