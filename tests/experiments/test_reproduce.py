@@ -187,7 +187,7 @@ def _has_drawn_pixels(png: Path) -> bool:
 @pytest.mark.slow
 def test_learned_and_real_curve_experiments(tmp_path: Path) -> None:
     pytest.importorskip("stable_baselines3")
-    from test_real_curves import _trace
+    from toy_traces import toy_trace
 
     from baselines.learned import read_meta
     from evalstop_gym.corpus import write_traces
@@ -195,8 +195,8 @@ def test_learned_and_real_curve_experiments(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     write_traces(
         [
-            _trace("hack", [0, 1, 2, 3, 4, 3, 2, 1, 0, -1, -2], True),
-            _trace("ok", list(range(11)), False),
+            toy_trace("hack", [0, 1, 2, 3, 4, 3, 2, 1, 0, -1, -2], True),
+            toy_trace("ok", list(range(11)), False),
         ],
         corpus,
     )

@@ -6,32 +6,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from toy_traces import toy_trace
 
 from evalstop_gym import ConfigError, KDeclineRule, SimConfig, Simulator
 from evalstop_gym.corpus import CurveTrace, write_traces
 from evalstop_gym.sim.workloads import RLHF
 
 
-def _trace(run_id: str, gold: list[float], label: bool) -> CurveTrace:
-    n = len(gold)
-    g = np.asarray(gold)
-    return CurveTrace(
-        run_id=run_id,
-        step=np.arange(n) * 10,
-        eval=g + 0.01,
-        loss=np.linspace(2.0, 1.0, n),
-        proxy=np.linspace(0, 1, n),
-        kl=np.linspace(0, 4, n),
-        gold=g,
-        label=label,
-    )
-
-
 @pytest.fixture
 def corpus(tmp_path: Path) -> str:
     p = tmp_path / "corpus.jsonl"
-    hack = _trace("hack", [0, 1, 2, 3, 4, 3, 2, 1, 0, -1, -2], True)
-    healthy = _trace("healthy", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], False)
+    hack = toy_trace("hack", [0, 1, 2, 3, 4, 3, 2, 1, 0, -1, -2], True)
+    healthy = toy_trace("healthy", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], False)
     write_traces([hack, healthy], p)
     return str(p)
 
@@ -69,11 +55,11 @@ def test_corpus_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"curves=.*existing curve-trace"):
         SimConfig(curves=str(tmp_path / "missing.jsonl"))
     p = tmp_path / "only_healthy.jsonl"
-    write_traces([_trace("h", list(range(11)), False)], p)
+    write_traces([toy_trace("h", list(range(11)), False)], p)
     with pytest.raises(ConfigError, match="at least one hacking run"):
         Simulator(SimConfig(curves=str(p), n_jobs=20, hack_fraction=1.0), 0)
     q = tmp_path / "nolabel.jsonl"
-    t = _trace("x", list(range(11)), False)
+    t = toy_trace("x", list(range(11)), False)
     write_traces([CurveTrace(t.run_id, t.step, t.eval, t.loss)], q)
     with pytest.raises(ConfigError, match="gold and label"):
         Simulator(SimConfig(curves=str(q), n_jobs=5), 0)
