@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -258,6 +259,13 @@ def batch_eval_callback(
                 callback_after_eval=callback_after_eval,
             )
             self.batch = BatchEvaluator(make_env, n_eval_episodes, seed)
+
+        def _init_callback(self) -> None:
+            # SB3 warns when the training env's type is not the eval env's (the batched
+            # env's is not); the episodes are played here, in their own batch, either way.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Training and eval env are not of the same")
+                super()._init_callback()
 
         def _on_step(self) -> bool:
             if not (self.eval_freq > 0 and self.n_calls % self.eval_freq == 0):
