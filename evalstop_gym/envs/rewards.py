@@ -19,7 +19,7 @@ return's components) at the episode's end.
 
 from __future__ import annotations
 
-from typing import Any
+from array import array
 
 import numpy as np
 
@@ -28,14 +28,16 @@ from ..sim.utility import continue_gains, delivered_quality
 from .config import EvalStopConfig
 
 
-def _lookup(values: np.ndarray) -> memoryview:
-    """A float64 table as a memoryview: ``view[j, i]`` (or ``view[j]``) is a Python float.
+def _lookup(values: np.ndarray) -> array[float]:
+    """A per-episode float64 table, flattened row by row into an array of doubles.
 
-    Per-episode lookups are read one scalar at a time: a memoryview of a float64
-    array is made in no time, where nested lists cost a Python float per element
-    at every reset.
+    Read one scalar at a time, job j's entry i of an (n, K) table at ``j * K + i``: a
+    flat array of doubles is one object over one buffer, so a lookup touches the
+    array and the one cache line it reads (a memoryview of a 2-D NumPy array adds
+    the view's own lines and a tuple index); the vector env steps hundreds of
+    episodes in turn, whose lookups no longer all fit the cache.
     """
-    return memoryview(np.ascontiguousarray(values, dtype=np.float64))
+    return array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
 
 
 class Reward:
@@ -50,8 +52,6 @@ class Reward:
     """
 
     dense = False
-    #: Attributes holding lookup memoryviews (pickled as their arrays).
-    _lookups: tuple[str, ...] = ()
 
     def __init__(self, sim: Simulator) -> None:
         """Start paying for the episode of ``sim``."""
@@ -77,44 +77,34 @@ class Reward:
             "time_in_system": self.time_in_system,
         }
 
-    def __getstate__(self) -> dict[str, Any]:
-        """The state for pickle and deepcopy: each lookup memoryview as its array."""
-        state = self.__dict__.copy()
-        for name in self._lookups:
-            if state.get(name) is not None:
-                state[name] = state[name].obj
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Restore a pickled reward, making its lookup memoryviews again."""
-        for name in self._lookups:
-            if state.get(name) is not None:
-                state[name] = memoryview(state[name])
-        self.__dict__.update(state)
-
 
 class DenseUtility(Reward):
     """``reward="utility"``, paid decision by decision: a continue pays V_{i+1} - V_i."""
 
     dense = True
-    _lookups = ("_gains", "_costs", "_step_costs")
 
     def __init__(self, sim: Simulator, gpu_hour_price: float) -> None:
         """Tabulate the episode's continue gains and per-interval GPU costs."""
         super().__init__(sim)
         c, b = sim.curves, sim.batch
-        self._gains = _lookup(
-            continue_gains(c.true_eval, sim.best_observed, deliver_best=sim.deliver_best)
-        )
-        k = c.obs_eval.shape[1]
-        # The same float operations, in the same order, as price * gpus * T / K.
-        self._costs = _lookup(gpu_hour_price * b.gpus * b.duration_h / k)
-        # With step-time jitter an interval costs its own share of the run.
-        self._step_costs: memoryview | None = None
-        if sim.step_frac is not None:
+        gains = continue_gains(c.true_eval, sim.best_observed, deliver_best=sim.deliver_best)
+        n, k = gains.shape
+        self._k = k
+        if sim.step_frac is None:
+            # The same float operations, in the same order, as price * gpus * T / K.
+            costs = (gpu_hour_price * b.gpus * b.duration_h / k)[:, None]
+        else:
+            # With step-time jitter an interval costs its own share of the run.
             frac = np.asarray(sim.step_frac)
             share = np.diff(frac, axis=1, append=frac[:, -1:])
-            self._step_costs = _lookup(gpu_hour_price * (b.gpus * b.duration_h)[:, None] * share)
+            costs = gpu_hour_price * (b.gpus * b.duration_h)[:, None] * share
+        # Each decision's gain and cost side by side (one cache line for both): the
+        # continue after job j's checkpoint i pays pair j * K + i - 1.  Written through
+        # a NumPy view of the array of doubles, with no intermediate table.
+        self._pairs = array("d", (0.0,)) * (2 * n * k)
+        pairs = np.frombuffer(self._pairs, np.float64).reshape(n, k, 2)
+        pairs[:, :, 0] = gains
+        pairs[:, :, 1] = costs
 
     def continue_value(self, jid: int, ckpt: int) -> float:
         """V_{i+1} - V_i of continuing after checkpoint i = ``ckpt``, tabulated at reset.
@@ -122,9 +112,10 @@ class DenseUtility(Reward):
         Checkpoints are drawn when the episode is built, so the simulator knows
         them; the agent does not.
         """
-        gain = self._gains[jid, ckpt - 1]
-        step_costs = self._step_costs
-        cost = self._costs[jid] if step_costs is None else step_costs[jid, ckpt - 1]
+        pairs = self._pairs
+        at = 2 * (jid * self._k + ckpt - 1)
+        gain = pairs[at]
+        cost = pairs[at + 1]
         self.quality += gain
         self.gpu_cost -= cost
         return gain - cost
@@ -138,8 +129,6 @@ class DelayedUtility(Reward):
     checkpoint the agent has not yet observed.
     """
 
-    _lookups = ("_delivered",)
-
     def __init__(self, sim: Simulator, gpu_hour_price: float) -> None:
         """Pay jobs of ``sim`` as they leave, at ``gpu_hour_price`` per GPU-hour."""
         super().__init__(sim)
@@ -149,17 +138,19 @@ class DelayedUtility(Reward):
         self._delivered = _lookup(
             delivered_quality(sim.curves.true_eval, sim.best_observed, sim.deliver_best)
         )
+        self._k = sim.n_ckpt
         self._n_ended = 0
 
     def collect(self) -> float:
         """The utility of the jobs that left since the previous call."""
         sim = self.sim
         gain = cost = 0.0
-        delivered = self._delivered
+        delivered, k = self._delivered, self._k
         ended = sim.finished_since(self._n_ended)
         for jid in ended:
             job = sim.job(jid)
-            gain += delivered[jid, sim.checkpoints_done(jid) - 1] - delivered[jid, 0]
+            row = jid * k
+            gain += delivered[row + sim.checkpoints_done(jid) - 1] - delivered[row]
             first = job.duration * sim.work_fraction(jid, 1)
             cost += self.gpu_hour_price * job.gpus * (job.work_done - first)
         self._n_ended += len(ended)
@@ -176,14 +167,13 @@ class SystemReward(Reward):
     before the first decision (no job ends before its first decision).
     """
 
-    _lookups = ("_true",)
-
     def __init__(self, sim: Simulator, time_cost: float, quality_weight: float) -> None:
         """Pay the episode of ``sim`` with these weights."""
         super().__init__(sim)
         self.time_cost = time_cost
         self.quality_weight = quality_weight
         self._true = _lookup(sim.curves.true_eval)
+        self._k = sim.n_ckpt
         self._last_jobs_area = 0.0
         self._n_ended = 0
 
@@ -200,7 +190,7 @@ class SystemReward(Reward):
         quality = 0.0
         ended = sim.finished_since(self._n_ended)
         for jid in ended:
-            quality += self._true[jid, sim.delivered_checkpoint(jid)]
+            quality += self._true[jid * self._k + sim.delivered_checkpoint(jid)]
         self._n_ended += len(ended)
         self.time_in_system -= self.time_cost * area
         self.quality += self.quality_weight * quality

@@ -193,7 +193,8 @@ class SharedRows:
 
     def take(self, keys: list[int], out: np.ndarray | None = None) -> np.ndarray:
         """The (N, D) rows of ``keys`` (one per slot, in slot order): a fresh array, or ``out``."""
-        idx = np.add(keys, self.bases)
+        idx = np.fromiter(keys, np.intp, self.n_slots)  # cheaper than converting the list
+        idx += self.bases
         if out is None:
             return self._flat.take(idx, axis=0)
         return self._flat.take(idx, axis=0, out=out, mode="clip")

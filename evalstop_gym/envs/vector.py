@@ -245,7 +245,8 @@ class EvalStopVectorEnv(VectorEnv):
             infos = self._end_infos(ended)
         return (
             self._batch(rows),
-            np.array(rewards),
+            # fromiter with the length: a few times cheaper than np.array of a list of floats.
+            np.fromiter(rewards, np.float64, self.num_envs),
             terminated,
             np.zeros(self.num_envs, dtype=bool),
             infos,
