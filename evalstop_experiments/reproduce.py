@@ -183,9 +183,10 @@ def _stages_and_episodes(
 ) -> tuple[Plan, RunStats]:
     """Build every experiment's plan (the ``background`` ones beside the rest), then run the episodes.
 
-    One process pool serves every fan-out of the run (:meth:`Executor.kept`): E6's
+    One process pool serves this process's fan-outs (:meth:`Executor.kept`): E6's
     training, the stages' and the episodes' workers are spawned, and import torch and
-    the package, once.
+    the package, once (a ``background`` experiment's fan-outs, in the process beside,
+    have their own).
     """
     with opts.executor.kept(), opts.executor.beside() as beside:
         background = _Background(beside, clock)

@@ -20,11 +20,13 @@ environment from their first instruction, before numpy or torch are imported.
 
 Results are yielded as ``(index, result)`` pairs as they finish.
 
-No process outlives the fan-out that started it: a pool that finished is shut down
-and joined; one left by an error or Ctrl-C cancels what has not started and
-terminates its workers (a long task is not waited for); and the *spawn* method's
-resource-tracker process, which would otherwise linger past the program's exit, is
-stopped and reaped when the program exits.
+No process outlives the fan-out that started it (or the :meth:`Executor.kept` block
+whose pool it belongs to), nor the program: a pool that finished is shut down and
+joined; one left by an error or Ctrl-C cancels what has not started and terminates
+its workers (a long task is not waited for); a worker whose parent died, even
+killed outright, ends itself; and the *spawn* method's resource-tracker process,
+which would otherwise linger past the program's exit, is stopped and reaped when
+the program exits.
 
 :meth:`Executor.kept` keeps one local pool open across the fan-outs of a block (a
 ``reproduce`` run trains models, builds stages and plays cells in turn): its
@@ -154,11 +156,19 @@ class Executor:
         elif self.width(len(todo)) == 1 or multiprocessing.current_process().daemon:
             results = _serial_imap(fn, todo)
         else:
-            results = _pool_imap(fn, todo, self.width(len(todo)))
-        for pair in results:
-            yield pair
-            if progress is not None:
-                progress(1)
+            # A kept pool of this executor's own width serves it; a narrower or wider
+            # executor starts its own pool, so no fan-out runs wider than it was asked to.
+            share = _kept is not None and _kept.workers == self.width(1 << 30)
+            results = _pool_imap(fn, todo, self.width(len(todo)), share)
+        try:
+            for pair in results:
+                yield pair
+                if progress is not None:
+                    progress(1)
+        finally:
+            # End the fan-out now, not when a traceback holding this frame is freed:
+            # its tasks must not stay in flight beside the next fan-out's.
+            results.close()
 
     @contextlib.contextmanager
     def kept(self) -> Iterator[None]:
@@ -166,21 +176,24 @@ class Executor:
 
         The pool starts with the first fan-out that needs one and has
         :meth:`width` workers for any number of tasks; leaving the block shuts it down
-        (terminating its workers if the block raised).  Nested blocks use the outer one's
-        pool; with Ray, one worker or inside a daemonic process the block changes nothing.
+        (terminating its workers if the block raised).  Only executors of the same width
+        use it (others start a pool per fan-out, as outside a block), one fan-out at a
+        time: fan-outs in the block must not interleave.  A nested block is the outer
+        one; with Ray, one worker or inside a daemonic process the block changes nothing.
         """
         global _kept
         if _kept is not None or self.backend != "local":
             yield
             return
-        _kept = _KeptPool(self.width(1 << 30))
         failed = True
         try:
+            _kept = _KeptPool(self.width(1 << 30))
             yield
             failed = False
         finally:
             kept, _kept = _kept, None
-            kept.end(finished=not failed)
+            if kept is not None:
+                kept.end(finished=not failed)
 
     def beside(self) -> Beside:
         """A context for tasks run one at a time beside this process's work (see :class:`Beside`)."""
@@ -288,12 +301,21 @@ def _worker_environment() -> Iterator[None]:
 
 def _start_pool(workers: int) -> ProcessPoolExecutor | None:
     try:
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_exit_with_parent,
+        )
     except (OSError, NotImplementedError, ImportError) as e:  # e.g. no semaphores in a sandbox
         warnings.warn(f"no process pool ({e}); running serially", RuntimeWarning, stacklevel=3)
         return None
     _stop_tracker_at_exit()
     return pool
+
+
+def _workers(pool: ProcessPoolExecutor) -> list[Any]:
+    """The pool's worker processes: the executor's own record of them (what shutdown joins)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
 
 
 def _end_pool(pool: ProcessPoolExecutor, *, finished: bool) -> None:
@@ -305,8 +327,7 @@ def _end_pool(pool: ProcessPoolExecutor, *, finished: bool) -> None:
     if finished:
         pool.shutdown(wait=True)
         return
-    # The executor's own record of its worker processes (what shutdown joins).
-    processes = list((getattr(pool, "_processes", None) or {}).values())
+    processes = _workers(pool)
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in processes:
         if proc.is_alive():
@@ -321,6 +342,27 @@ def _end_pool(pool: ProcessPoolExecutor, *, finished: bool) -> None:
 
 
 _tracker_hooked = False
+
+
+def _exit_with_parent() -> None:
+    """In a worker: end this process when its parent ends, however the parent ended.
+
+    A parent killed outright (SIGKILL, the OOM killer, a CI timeout) runs no clean-up,
+    and its idle workers would wait on their task queue for ever; a kept pool's workers
+    are idle through whole stages of a run.
+    """
+    import threading
+    from multiprocessing.connection import wait as wait_for
+
+    parent = multiprocessing.parent_process()
+    if parent is None:  # pragma: no cover - only ever run as a pool's initializer
+        return
+
+    def watch() -> None:
+        wait_for([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _stop_tracker_at_exit() -> None:
@@ -356,7 +398,16 @@ class _KeptPool:
         self.pool: ProcessPoolExecutor | None = None
 
     def get(self) -> ProcessPoolExecutor | None:
-        """The open pool, started now if need be (None: no pool on this platform)."""
+        """The open pool, started now if need be (None: no pool on this platform).
+
+        A pool one of whose workers has died since its last fan-out (killed by the
+        system, say) is broken for every later task: it is ended and a new one started.
+        """
+        pool = self.pool
+        if pool is not None and (
+            getattr(pool, "_broken", False) or any(p.exitcode is not None for p in _workers(pool))
+        ):
+            self.end(finished=False)
         if self.pool is None:
             self.pool = _start_pool(self.workers)
         return self.pool
@@ -364,8 +415,10 @@ class _KeptPool:
     def end(self, *, finished: bool) -> None:
         """Shut the pool down (see :func:`_end_pool`); a later :meth:`get` starts another."""
         if self.pool is not None:
-            pool, self.pool = self.pool, None
-            _end_pool(pool, finished=finished)
+            try:
+                _end_pool(self.pool, finished=finished)
+            finally:  # forgotten once joined: until then kept_workers_cpu still counts it
+                self.pool = None
 
 
 #: The pool of the :meth:`Executor.kept` block this process is in, if any.
@@ -384,7 +437,9 @@ def kept_workers_cpu() -> float:
     if pool is None:
         return 0.0
     ticks = 0
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    for proc in _workers(pool):
+        if proc.exitcode is not None:  # reaped: in RUSAGE_CHILDREN now
+            continue
         try:
             with open(f"/proc/{proc.pid}/stat") as fh:
                 fields = fh.read().rpartition(")")[2].split()
@@ -396,8 +451,10 @@ def kept_workers_cpu() -> float:
     return ticks / os.sysconf("SC_CLK_TCK") if ticks else 0.0
 
 
-def _pool_imap(fn: Callable[[T], R], items: list[T], workers: int) -> Iterator[tuple[int, R]]:
-    kept = _kept if _kept is not None and _kept.workers >= workers else None
+def _pool_imap(
+    fn: Callable[[T], R], items: list[T], workers: int, share: bool = False
+) -> Iterator[tuple[int, R]]:
+    kept = _kept if share else None
     pool = kept.get() if kept is not None else _start_pool(workers)
     if pool is None:
         yield from _serial_imap(fn, items)
@@ -423,8 +480,13 @@ def _pool_imap(fn: Callable[[T], R], items: list[T], workers: int) -> Iterator[t
     finally:
         if kept is None:
             _end_pool(pool, finished=finished)
-        elif not finished:  # an error or Ctrl-C: end its workers as a fan-out's own pool
-            kept.end(finished=False)
+        elif not finished:
+            # An error or Ctrl-C: what has not started is cancelled, and the workers end
+            # as a fan-out's own pool's would (a running task is not waited for).
+            for fut in pending:
+                fut.cancel()
+            if kept.pool is pool:
+                kept.end(finished=False)
 
 
 def _take(it: Iterator[T], n: int) -> Iterator[T]:
@@ -490,6 +552,7 @@ __all__ = [
     "BackendError",
     "Beside",
     "Executor",
+    "kept_workers_cpu",
     "parallel_map",
     "ray_runtime_env",
 ]

@@ -130,8 +130,12 @@ def test_beside_runs_tasks_in_a_process_of_their_own_or_here_at_once() -> None:
 
 
 def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (a reaped process does not)."""
-    return os.path.exists(f"/proc/{pid}")
+    """Whether process ``pid`` runs (not ended: neither reaped nor a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
@@ -166,6 +170,75 @@ def test_a_failed_fan_out_ends_the_kept_pool_and_the_next_one_starts_afresh() ->
     with pytest.raises(ArithmeticError, match="three"), ex.kept():
         ex.map(square, range(3))
         raise ArithmeticError("three")  # the block itself fails: its pool ends too
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
+def test_a_kept_pool_whose_idle_worker_died_is_replaced() -> None:
+    import signal
+    import time
+
+    ex = Executor(workers=2)
+    with ex.kept():
+        first = {f["pid"] for f in ex.map(worker_facts, range(8))}
+        os.kill(min(first), signal.SIGKILL)  # e.g. the OOM killer, between two fan-outs
+        deadline = time.monotonic() + 10
+        while _alive(min(first)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = {f["pid"] for f in ex.map(worker_facts, range(8))}
+        assert after and not after & first  # a fresh pool, not a broken one
+
+
+def test_only_an_executor_of_the_kept_width_shares_its_pool() -> None:
+    with Executor(workers=2).kept():
+        kept = {f["pid"] for f in Executor(workers=2).map(worker_facts, range(8))}
+        wider = {f["pid"] for f in Executor(workers=3).map(worker_facts, range(9))}
+        again = {f["pid"] for f in Executor(workers=2).map(worker_facts, range(8))}
+    assert not wider & kept  # its own pool: it runs no wider than it was asked to
+    assert again <= kept
+
+
+KILLED_PARENT = """
+import os, time
+from evalstop_gym.parallel import Executor
+import tests.experiments.test_parallel as t
+ex = Executor(workers=2)
+with ex.kept():
+    pids = sorted({f["pid"] for f in ex.map(t.worker_facts, range(8))})
+    print(" ".join(map(str, pids)), flush=True)
+    time.sleep(120)  # a long serial stage, its workers idle
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
+def test_the_workers_of_a_killed_parent_end() -> None:
+    """A parent killed outright (SIGKILL: no clean-up runs) leaves no idle worker behind."""
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_PARENT],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        workers = [int(pid) for pid in proc.stdout.readline().split()]
+        assert workers and all(_alive(pid) for pid in workers)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in workers)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads processes from /proc")
