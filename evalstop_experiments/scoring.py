@@ -53,6 +53,7 @@ import functools
 import importlib
 import importlib.util
 import math
+import os
 import secrets
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -221,7 +222,9 @@ def episode_arrays(kw: dict[str, Any], seed: int) -> Episode:
     history in view (``eval_window`` = K, as every suite task has).
     """
     key = _price_free_key(kw)
-    built = _built_episode(key, seed) if key is not None else _build_episode(kw, seed)
+    built = (
+        _built_episode(key, seed, _curves_file(kw)) if key is not None else _build_episode(kw, seed)
+    )
     arrays, (true_eval, obs_eval, gpu_hours, deliver_best, step_frac) = built
     values = stop_values(
         true_eval, obs_eval, gpu_hours, kw["gpu_hour_price"], deliver_best, step_frac
@@ -229,9 +232,28 @@ def episode_arrays(kw: dict[str, Any], seed: int) -> Episode:
     return Episode(arrays, values)
 
 
+def _curves_file(kw: dict[str, Any]) -> tuple[int, ...] | None:
+    """The identity of ``kw``'s curve corpus file (device, inode, size, modification time).
+
+    Part of :func:`_built_episode`'s key: an episode cached from a file that has been
+    rewritten since, at the same path, is not reused (None: no such file).
+    """
+    path = kw.get("curves")
+    if not isinstance(path, str | os.PathLike):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @functools.lru_cache(maxsize=256)
-def _built_episode(key: tuple, seed: int) -> tuple[EpisodeArrays, tuple]:
-    """:func:`_build_episode`, kept across the prices of a task (its arrays do not depend on it)."""
+def _built_episode(
+    key: tuple, seed: int, curves_file: tuple[int, ...] | None
+) -> tuple[EpisodeArrays, tuple]:
+    """:func:`_build_episode`, kept across the prices of a task (its arrays do not depend on
+    it) while its curve corpus file, if any, is the same (``curves_file``)."""
     return _build_episode(dict(key), seed)
 
 

@@ -47,3 +47,30 @@ def test_bootstrap_weights_are_drawn_once_and_read_only() -> None:
     wr = rng.multinomial(7, np.full(7, 1 / 7), size=50)
     ws = rng.multinomial(3, np.full(3, 1 / 3), size=50)
     assert np.array_equal(a[0], wr) and np.array_equal(a[1], ws)
+
+
+def test_an_episode_of_a_rewritten_corpus_file_is_built_again(tmp_path) -> None:
+    """The built-episode cache keys a corpus by its file, not only by its path."""
+    import os
+
+    from evalstop_gym.corpus import read_traces, write_traces
+
+    kw = scoring.env_kwargs("trl-heldout", 1.0, 30, split="test")
+    path = tmp_path / "corpus.jsonl"
+    traces = read_traces(kw["curves"])
+    write_traces(traces, path)
+    kw["curves"] = str(path)
+    first = scoring.episode_arrays(kw, 0)
+    assert scoring.episode_arrays(kw, 0).arrays is first.arrays  # cached while unchanged
+    # The same path, new contents: every gold curve (what the task replays) tilted upwards.
+    write_traces(
+        [dataclasses.replace(t, gold=t.gold + np.linspace(0, 0.1, len(t.gold))) for t in traces],
+        path,
+    )
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a coarse clock
+    again = scoring.episode_arrays(kw, 0)
+    assert again.arrays is not first.arrays
+    assert not np.array_equal(again.arrays.evals, first.arrays.evals)
+    fresh, _ = scoring._build_episode(kw, 0)
+    assert np.array_equal(again.arrays.evals, fresh.evals, equal_nan=True)
