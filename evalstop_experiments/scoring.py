@@ -77,7 +77,7 @@ from evalstop_gym.envs.core import BOUNDS
 from evalstop_gym.envs.evalstop import EvalStopEnv
 from evalstop_gym.envs.tables import observation_rows
 from evalstop_gym.errors import ConfigError
-from evalstop_gym.fileio import atomic_open, atomic_write
+from evalstop_gym.fileio import atomic_open, atomic_write, file_identity
 from evalstop_gym.sim.metrics import stop_values
 from evalstop_gym.sim.real_curves import corpus_eval_noise, job_runs
 from evalstop_gym.sim.workloads import JOB_TYPES
@@ -233,7 +233,8 @@ def episode_arrays(kw: dict[str, Any], seed: int) -> Episode:
 
 
 def _curves_file(kw: dict[str, Any]) -> tuple[int, ...] | None:
-    """The identity of ``kw``'s curve corpus file (device, inode, size, modification time).
+    """The identity of ``kw``'s curve corpus file (:func:`evalstop_gym.fileio.file_identity`,
+    as the corpus loaders key their caches).
 
     Part of :func:`_built_episode`'s key: an episode cached from a file that has been
     rewritten since, at the same path, is not reused (None: no such file).
@@ -242,10 +243,9 @@ def _curves_file(kw: dict[str, Any]) -> tuple[int, ...] | None:
     if not isinstance(path, str | os.PathLike):
         return None
     try:
-        st = os.stat(path)
+        return file_identity(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=256)
