@@ -130,9 +130,14 @@ class Executor:
         if self.address is not None and self.backend != "ray":
             raise ValueError(f"address={self.address!r} is only allowed with backend='ray'")
 
+    @property
+    def full_width(self) -> int:
+        """How many workers this executor runs at most: ``workers``, else every core."""
+        return self.workers or os.cpu_count() or 1
+
     def width(self, n_tasks: int) -> int:
         """How many workers ``n_tasks`` tasks get (at least 1)."""
-        return max(1, min(self.workers or os.cpu_count() or 1, n_tasks))
+        return max(1, min(self.full_width, n_tasks))
 
     def imap(
         self,
@@ -158,7 +163,7 @@ class Executor:
         else:
             # A kept pool of this executor's own width serves it; a narrower or wider
             # executor starts its own pool, so no fan-out runs wider than it was asked to.
-            share = _kept is not None and _kept.workers == self.width(1 << 30)
+            share = _kept is not None and _kept.workers == self.full_width
             results = _pool_imap(fn, todo, self.width(len(todo)), share)
         try:
             for pair in results:
@@ -187,7 +192,7 @@ class Executor:
             return
         failed = True
         try:
-            _kept = _KeptPool(self.width(1 << 30))
+            _kept = _KeptPool(self.full_width)
             yield
             failed = False
         finally:
