@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -51,24 +51,40 @@ def play_episode(
     env = gym.make("EvalStop-v0", disable_env_checker=True, **env_kwargs)
     try:
         if not privileged:
-            check = getattr(stopper, "check_observation_space", None)
-            if check is not None:  # learned policies refuse an env they were not trained on
-                # A copy of the space only: never the env, whose simulator holds the hidden labels.
-                check(copy.deepcopy(env.observation_space))
+            _show_space(stopper, env)
             stopper.reset()
         obs, info = env.reset(seed=seed)
         base: Any = env.unwrapped
-        sim, price = base.sim, base.gpu_hour_price
-        act = _pending_act(stopper.bind(sim, price)) if privileged else stopper.act
+        act = (
+            _pending_act(stopper.bind(base.sim, base.gpu_hour_price)) if privileged else stopper.act
+        )
         total, steps, terminated, truncated = 0.0, 0, False, False
         while not (terminated or truncated):
             obs, reward, terminated, truncated, info = env.step(act(obs))
             total += float(reward)
             steps += 1
-        record = sim.record()
-        honest = honest_metrics(record, sim.curves.obs_eval, price, sim.deliver_best, sim.step_frac)
+        return _outcome(stopper, seed, base, steps, total, info)
     finally:
         env.close()
+
+
+def _show_space(stopper: Any, env: Any) -> None:
+    """Let a policy that checks the observation space (learned ones) refuse ``env``'s.
+
+    A copy of the space only: never the env, whose simulator holds the hidden labels.
+    """
+    check = getattr(stopper, "check_observation_space", None)
+    if check is not None:
+        check(copy.deepcopy(env.observation_space))
+
+
+def _outcome(
+    stopper: Any, seed: int, base: Any, steps: int, total: float, info: dict[str, Any]
+) -> tuple[dict[str, Any], EpisodeRecord]:
+    """The row and record of an episode that just ended on ``base`` (the unwrapped env)."""
+    sim, price = base.sim, base.gpu_hour_price
+    record = sim.record()
+    honest = honest_metrics(record, sim.curves.obs_eval, price, sim.deliver_best, sim.step_frac)
     row: dict[str, Any] = {"policy": stopper.name, "seed": int(seed), "steps": steps}
     # The env leaves an undefined metric out of info; rows are numeric columns
     # for the statistics, where NaN is what "undefined" means.
@@ -84,6 +100,50 @@ def _pending_act(actor: Any) -> Any:
     return lambda obs: actor.act_pending()
 
 
+def run_episodes(
+    policy: Policy, seeds: Sequence[int], env_kwargs: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """:func:`run_episode`'s row for each seed, in order: the same rows, fewer network calls.
+
+    A policy with a ``batch_actor()`` that gives one (a greedy, non-recurrent learned
+    model: :meth:`baselines.learned.Learned.batch_actor`) plays the episodes side by
+    side, one env per seed, and decides for every episode still running in one call;
+    its actions are those ``act`` gives one at a time, and each env is built, reset and
+    stepped as :func:`run_episode` does it, so every row is the same.  Any other policy
+    plays the seeds one after another.
+    """
+    actor = getattr(policy, "batch_actor", None)
+    act = actor() if callable(actor) and len(seeds) > 1 else None
+    if act is None:
+        return [run_episode(policy, int(s), **env_kwargs) for s in seeds]
+    envs: list[Any] = []
+    try:
+        for _ in seeds:
+            envs.append(gym.make("EvalStop-v0", disable_env_checker=True, **env_kwargs))
+            _show_space(policy, envs[-1])
+        policy.reset()
+        obs = [env.reset(seed=int(s))[0] for env, s in zip(envs, seeds)]
+        totals, steps = [0.0] * len(envs), [0] * len(envs)
+        rows: list[dict[str, Any]] = [{} for _ in envs]
+        playing = list(range(len(envs)))
+        while playing:
+            still = []
+            for k, a in zip(playing, act([obs[k] for k in playing])):
+                obs[k], reward, terminated, truncated, info = envs[k].step(a)
+                totals[k] += float(reward)
+                steps[k] += 1
+                if terminated or truncated:
+                    base = envs[k].unwrapped
+                    rows[k] = _outcome(policy, seeds[k], base, steps[k], totals[k], info)[0]
+                else:
+                    still.append(k)
+            playing = still
+    finally:
+        for env in envs:
+            env.close()
+    return rows
+
+
 def evaluate(policy: Policy, seeds: Iterable[int], **env_kwargs: Any) -> list[dict[str, Any]]:
-    """Each seed's episode metrics of ``policy`` (a list of flat dicts)."""
-    return [run_episode(policy, int(s), **env_kwargs) for s in seeds]
+    """Each seed's episode metrics of ``policy`` (a list of flat dicts; see :func:`run_episodes`)."""
+    return run_episodes(policy, [int(s) for s in seeds], env_kwargs)

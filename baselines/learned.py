@@ -13,6 +13,7 @@ import io
 import json
 import math
 import zipfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -398,14 +399,18 @@ class Learned:
         how = f" (on the command line `{shown}`)" if flags else ""
         return f"make the env with the arguments it was trained on, {env}{how}"
 
-    def act(self, obs: dict[str, np.ndarray]) -> int:
-        """The model's action (0 continue, 1 stop) on a Dict observation."""
+    def _input(self, obs: dict[str, np.ndarray]) -> Any:
+        """The model's input for a Dict observation; refuses one of other fields."""
         if tuple(k for k in obs) != self.obs_fields and set(obs) != set(self.obs_fields):
             raise ValueError(
                 f"{self.path} was trained on obs_fields={list(self.obs_fields)}, "
                 f"got an observation with {sorted(obs)}"
             )
-        x: Any = spaces.flatten(self._dict_space, obs) if self.flatten else obs
+        return spaces.flatten(self._dict_space, obs) if self.flatten else obs
+
+    def act(self, obs: dict[str, np.ndarray]) -> int:
+        """The model's action (0 continue, 1 stop) on a Dict observation."""
+        x = self._input(obs)
         if self._jobs is not None:
             action = self._jobs.predict(x, obs, self.deterministic)
         elif self._lean and not self.model.policy.training:
@@ -413,6 +418,41 @@ class Learned:
         else:
             action, _ = self.model.predict(x, deterministic=self.deterministic)
         return int(np.asarray(action).item())
+
+    def batch_actor(self) -> Callable[[Sequence[dict[str, np.ndarray]]], list[int]] | None:
+        """``act`` on many episodes' observations in one network call; None if not allowed.
+
+        For episodes played side by side (:func:`baselines.evaluate.run_episodes`): one
+        call per step of them all instead of one per decision, whose set-up (SB3's
+        feature extraction, module calls) costs more than the network on one row.  Only a
+        model on the lean path gets one (greedy, not recurrent: its decisions do not
+        depend on earlier ones, so interleaving episodes changes nothing).  Each row goes
+        through every computing layer alone, as ``act``'s one-row call does
+        (:func:`baselines.training.batch_eval.policy_actions`; a product over many rows
+        may round differently), from the very arrays ``act`` would hand the network, so
+        each action is ``act``'s, bit for bit.
+        """
+        if not self._lean:
+            return None
+        from .training.batch_eval import policy_actions
+
+        network = policy_actions(self.model.policy)
+        space = self.model.policy.observation_space
+
+        def act(observations: Sequence[dict[str, np.ndarray]]) -> list[int]:
+            rows = [self._input(o) for o in observations]
+            n = len(rows)
+            # The rows stacked, each keeping its dtype and values (lean_predict's tensors).
+            if isinstance(space, spaces.Dict):
+                batch: Any = {
+                    k: np.array([r[k] for r in rows]).reshape((n, *sub.shape))
+                    for k, sub in space.spaces.items()
+                }
+            else:
+                batch = np.array(rows).reshape((n, *space.shape))
+            return [int(a) for a in network(batch)]
+
+        return act
 
     def __repr__(self) -> str:
         """``Learned('models/dqn.zip')``."""

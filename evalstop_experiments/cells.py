@@ -67,6 +67,17 @@ class PolicySpec:
             return Learned(**self.params, label=self.label or None)
         return POLICY_CLASSES[self.kind](**self.params)
 
+    @property
+    def plays_seeds_together(self) -> bool:
+        """Whether a worker plays every seed of a cell of this policy in one go.
+
+        A learned stopper's: its model file is read and loaded once for all of them (not
+        once per seed), and a model that decides for many episodes in one network call
+        plays them side by side (:meth:`baselines.learned.Learned.batch_actor`).  A
+        scripted policy's seeds go one at a time, which spreads them over the workers.
+        """
+        return self.kind == "Learned"
+
     def same_policy(self, row: dict[str, Any]) -> bool:
         """Whether a result row (or summary row) is this policy, whatever its label."""
         return row["policy_kind"] == self.kind and row["policy_params"] == self.params

@@ -11,6 +11,11 @@ E5's ``k = 2`` and E11's homogeneous cluster; E3's noise levels are E6's and
 E7's synthetic ones): :func:`run_tasks` simulates each distinct (policy, env,
 seed) once and writes its metrics into every cell that holds it, which gives the
 same files as simulating it per cell (the episode depends on nothing else).
+
+A worker gets one seed of a scripted cell at a time, but every seed of a learned cell at
+once (:attr:`~evalstop_experiments.cells.PolicySpec.plays_seeds_together`): the model is
+loaded once for them, and a model that decides in a batch plays them side by side
+(:func:`baselines.evaluate.run_episodes`), with the rows each seed played alone gives.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.binding import for_task
-from baselines.evaluate import run_episode
+from baselines.evaluate import run_episodes
 from evalstop_gym.errors import EvalStopError
 from evalstop_gym.fileio import atomic_write, read_regular, sha256_bytes
 from evalstop_gym.parallel import Executor
@@ -33,6 +38,8 @@ from evalstop_gym.sim.metrics import METRIC_KEYS
 from .cells import Cell
 
 Task = tuple[Cell, int]
+#: Seeds of one cell that one worker plays in one go.
+Unit = tuple[Cell, tuple[int, ...]]
 
 
 def task_path(out: Path, cell: Cell, seed: int) -> Path:
@@ -43,9 +50,14 @@ def task_path(out: Path, cell: Cell, seed: int) -> Path:
 def run_task(task: Task) -> dict[str, Any]:
     """One (cell, seed): the episode's metrics plus the cell's typed fields."""
     cell, seed = task
-    row = run_episode(for_task(cell.policy.build(), cell.env), seed, **cell.env)
-    row.update(cell.row_fields())
-    return row
+    return run_unit((cell, (seed,)))[0]
+
+
+def run_unit(unit: Unit) -> list[dict[str, Any]]:
+    """:func:`run_task` of each seed of one cell, in order, the policy built once for them."""
+    cell, seeds = unit
+    policy = for_task(cell.policy.build(), cell.env)
+    return [{**row, **cell.row_fields()} for row in run_episodes(policy, list(seeds), cell.env)]
 
 
 def episode_key(task: Task) -> str:
@@ -58,11 +70,34 @@ def episode_key(task: Task) -> str:
     return json.dumps([cell.policy.kind, cell.policy.params, cell.env, seed], sort_keys=True)
 
 
-def timed_task(task: Task) -> tuple[dict[str, Any], float]:
-    """:func:`run_task` and the CPU seconds it took in the process that ran it."""
+def timed_unit(unit: Unit) -> tuple[list[dict[str, Any]], float]:
+    """:func:`run_unit` and the CPU seconds it took in the process that ran it."""
     t0 = time.process_time()
-    row = run_task(task)
-    return row, time.process_time() - t0
+    rows = run_unit(unit)
+    return rows, time.process_time() - t0
+
+
+def work_units(episodes: list[Task]) -> list[tuple[Unit, list[int]]]:
+    """The units that play ``episodes`` (distinct ones), each with the indices it plays.
+
+    The seeds of one learned cell go together
+    (:attr:`~evalstop_experiments.cells.PolicySpec.plays_seeds_together`), in the order
+    first met; every other episode is a unit of its own.
+    """
+    units: list[tuple[Cell, list[int], list[int]]] = []  # (cell, seeds, indices)
+    together: dict[str, int] = {}
+    for i, (cell, seed) in enumerate(episodes):
+        # What the episodes of one cell share: its episode key without the seed.
+        key = json.dumps([cell.policy.kind, cell.policy.params, cell.env], sort_keys=True)
+        if cell.policy.plays_seeds_together:
+            if key in together:
+                _, seeds, held = units[together[key]]
+                seeds.append(seed)
+                held.append(i)
+                continue
+            together[key] = len(units)
+        units.append((cell, [seed], [i]))
+    return [((cell, tuple(seeds)), held) for cell, seeds, held in units]
 
 
 #: The list of result files this package wrote under ``OUT/raw``, one ``<sha256>  <relative
@@ -318,16 +353,18 @@ def run_tasks(
     for task in todo:
         holders.setdefault(episode_key(task), []).append(task)
     groups = list(holders.values())
-    for i, (row, cpu) in executor.imap(timed_task, [g[0] for g in groups]):
-        st.simulated += 1
-        for cell, seed in groups[i]:
-            # The episode's metrics with each holder's own fields: what run_task gives it.
-            _store(manifest, out, cell, seed, {**row, **cell.row_fields()})
-            st.ran += 1
-            if on_result is not None:
-                on_result((cell, seed), cpu / len(groups[i]), False)
-            if progress is not None:
-                progress(1)
+    units = work_units([g[0] for g in groups])
+    for u, (rows, cpu) in executor.imap(timed_unit, [unit for unit, _ in units]):
+        for row, i in zip(rows, units[u][1]):
+            st.simulated += 1
+            for cell, seed in groups[i]:
+                # The episode's metrics with each holder's own fields: what run_task gives it.
+                _store(manifest, out, cell, seed, {**row, **cell.row_fields()})
+                st.ran += 1
+                if on_result is not None:
+                    on_result((cell, seed), cpu / len(rows) / len(groups[i]), False)
+                if progress is not None:
+                    progress(1)
     return st
 
 

@@ -110,14 +110,14 @@ def test_the_benchmark_command_with_a_bad_value_exits_2_in_one_line() -> None:
     assert "srtf-est" in _one_error_line(res.stderr) and res.stdout == ""
 
 
-def die_on_seed_1(task):
-    """``timed_task``, except that a worker given seed 1 dies as a killed process does."""
-    from evalstop_experiments.runner import run_task
+def die_on_seed_1(unit):
+    """``timed_unit``, except that a worker given seed 1 dies as a killed process does."""
+    from evalstop_experiments.runner import run_unit
 
-    if task[1] == 1 and multiprocessing.current_process().name != "MainProcess":
+    if 1 in unit[1] and multiprocessing.current_process().name != "MainProcess":
         os._exit(9)
     t0 = time.process_time()
-    return run_task(task), time.process_time() - t0
+    return run_unit(unit), time.process_time() - t0
 
 
 @pytest.mark.slow
@@ -126,7 +126,7 @@ def test_a_worker_killed_mid_reproduce_ends_with_the_command_that_resumes(
 ) -> None:
     argv = ["reproduce", "--quick", "--experiments", "E1", "--seeds", "2", "--n-jobs", "20"]
     argv += ["--workers", "2", "--out", str(tmp_path / "out")]
-    monkeypatch.setattr("evalstop_experiments.runner.timed_task", die_on_seed_1)
+    monkeypatch.setattr("evalstop_experiments.runner.timed_unit", die_on_seed_1)
     assert main(argv) == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert "worker process died" in line and "kept" in line and "Traceback" not in line
