@@ -185,6 +185,7 @@ class Simulator(JobQueues, Deprioritization):
         "_lean_passes",
         "_lazy_running",
         "_lean_arrivals",
+        "_track_losses",
         "events",
         # Per-job columns, indexed by job id.
         "_type",
@@ -276,6 +277,8 @@ class Simulator(JobQueues, Deprioritization):
         self.num_gpus = config.num_gpus
         self.scheduler = config.make_scheduler()
         self.preemptive = self.scheduler.preemptive
+        #: Whether the scheduling views get each checkpoint's loss (see Scheduler.reads_losses).
+        self._track_losses = self.scheduler.reads_losses
         self.window = config.resolved_eval_window()
         self.eval_noise = config.resolved_eval_noise()
         self.calibration = config.resolved_calibration()
@@ -600,7 +603,8 @@ class Simulator(JobQueues, Deprioritization):
             view = self._views[jid]
             view._ckpt_done = i  # type: ignore[union-attr]
             view._work_done = work  # type: ignore[union-attr]
-            view._losses.append(self._loss[jid * n_ckpt + i - 1])  # type: ignore[union-attr]
+            if self._track_losses:  # only for a scheduler that reads them
+                view._losses.append(self._loss[jid * n_ckpt + i - 1])  # type: ignore[union-attr]
             if self.events is not None:
                 self._log("eval", jid)
             if i < n_ckpt:

@@ -38,7 +38,9 @@ class SchedulingView:
             typed pools, its work in reference-GPU hours, which is what estimates measure).
         attained_service: GPU-hours the job has received, ``gpus * work_done``.
         observed_loss: Training losses reported so far, relative to the initial
-            loss, oldest first (one per checkpoint done).
+            loss, oldest first (one per checkpoint done), for a scheduler that reads
+            them (:attr:`~evalstop_gym.sim.schedulers.Scheduler.reads_losses`; empty
+            for the others).
     """
 
     __slots__ = (

@@ -52,6 +52,13 @@ class Scheduler:
     #: ``key`` does not inherit it.
     monotone_key: ClassVar[bool] = False
 
+    #: Whether :meth:`key` or :meth:`pool_order` reads the view's ``observed_loss``.  The
+    #: engine hands each checkpoint's loss to the job's view only for a scheduler that
+    #: reads them (the others' views keep ``observed_loss`` empty): a copy per checkpoint
+    #: nobody reads was a measurable share of a step.  A subclass that defines its own
+    #: ``key`` or ``pool_order`` reads them unless it says otherwise.
+    reads_losses: ClassVar[bool] = True
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Register every subclass that defines a ``name``."""
         super().__init_subclass__(**kwargs)
@@ -59,6 +66,9 @@ class Scheduler:
             SCHEDULERS[cls.name] = cls
         if "key" in cls.__dict__ and "monotone_key" not in cls.__dict__:
             cls.monotone_key = False
+        own = "key" in cls.__dict__ or "pool_order" in cls.__dict__
+        if own and "reads_losses" not in cls.__dict__:
+            cls.reads_losses = True
 
     #: How :meth:`pool_order` ranks the pools of a heterogeneous cluster: ``first-fit`` or
     #: ``fastest`` (``SimConfig(placement=...)`` sets it; see :mod:`evalstop_gym.sim.pools`).
@@ -88,6 +98,7 @@ class Fifo(Scheduler):
     """First in, first out (with backfilling of jobs that fit)."""
 
     name = "fifo"
+    reads_losses = False
 
     def key(self, job: SchedulingView) -> Key:
         """Arrival time."""
@@ -98,6 +109,7 @@ class SjfEst(Scheduler):
     """Shortest job first on the *estimated* duration; non-preemptive."""
 
     name = "sjf-est"
+    reads_losses = False
 
     def key(self, job: SchedulingView) -> Key:
         """Estimated duration."""
@@ -110,6 +122,7 @@ class SrtfEst(Scheduler):
     name = "srtf-est"
     preemptive = True
     monotone_key = True  # the work done only grows while a job runs
+    reads_losses = False
 
     def key(self, job: SchedulingView) -> Key:
         """Estimated remaining time, never below zero."""
@@ -162,6 +175,7 @@ class Tiresias(Scheduler):
 
     name = "tiresias"
     preemptive = True
+    reads_losses = False
 
     def __init__(self, thresholds: tuple[float, ...] = (8.0, 64.0)) -> None:
         """Demote a job each time its attained service crosses a threshold (GPU-hours)."""

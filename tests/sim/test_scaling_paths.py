@@ -29,7 +29,7 @@ from evalstop_gym.sim.config import SimConfig
 from evalstop_gym.sim.engine import Simulator, _doubles, _filled
 from evalstop_gym.sim.job import RUNNING, WAITING
 from evalstop_gym.sim.pooled import PooledSimulator
-from evalstop_gym.sim.schedulers import SrtfEst
+from evalstop_gym.sim.schedulers import SCHEDULERS, Fifo, SrtfEst
 
 
 def _reference_view(sim: Simulator, jid: int) -> JobView:
@@ -68,7 +68,10 @@ def test_views_and_observed_losses_equal_the_2d_arrays(cfg: SimConfig) -> None:
         assert type(view.consecutive_declines) is int
         i = sim.checkpoints_done(jid)
         sched_view = sim._views[jid]
-        assert sched_view.observed_loss == tuple(sim.curves.loss[jid, :i].tolist())
+        # The losses so far, for a scheduler that reads them (none for the others).
+        reads = SCHEDULERS[cfg.scheduler].reads_losses
+        losses = tuple(sim.curves.loss[jid, :i].tolist()) if reads else ()
+        assert sched_view.observed_loss == losses
         sim.decide(rule(view))
         n += 1
     assert n > 0
@@ -225,6 +228,38 @@ def test_lazy_running_heap_is_exercised_and_only_for_shrinking_keys() -> None:
             return -job.work_done  # grows: must not inherit monotone_key
 
     assert SrtfEst.monotone_key and not MySrtf.monotone_key
+
+
+def test_only_schedulers_that_read_losses_get_them_and_results_do_not_move() -> None:
+    """Views get each checkpoint's loss only for a scheduler that reads them (else nothing
+    reads them): every built-in scheduler's episode is the one of views that get them."""
+    builtin = ("fifo", "loss-aware", "sjf-est", "srtf-est", "tiresias")
+    assert [name for name in builtin if SCHEDULERS[name].reads_losses] == ["loss-aware"]
+
+    class MySrtf(SrtfEst):
+        def key(self, job):
+            return -job.observed_loss[-1] if job.observed_loss else 0.0
+
+    class Options(SrtfEst):
+        def __init__(self, scale: float = 1.0) -> None:
+            self.scale = scale
+
+    class MyPlacement(Fifo):
+        def pool_order(self, job, pools):
+            return sorted(range(len(pools)), reverse=bool(job.observed_loss))
+
+    # A new key or pool order reads them; new options alone do not.
+    assert MySrtf.reads_losses and MyPlacement.reads_losses and not Options.reads_losses
+    for name in builtin:
+        cfg = SimConfig(scheduler=name, n_jobs=60, num_gpus=32, load=1.5)
+        lean, full = Simulator(cfg, 4), Simulator(cfg, 4)
+        full._track_losses = True  # the engine before the flag: every view gets them
+        assert lean._track_losses == SCHEDULERS[name].reads_losses
+        rule = KDeclineRule(2)
+        got, want = lean.run(rule), full.run(rule)
+        assert np.array(list(got.values())).tobytes() == np.array(list(want.values())).tobytes()
+        assert list(got) == list(want)
+        assert lean.record().finish.tobytes() == full.record().finish.tobytes()
 
 
 @st.composite
