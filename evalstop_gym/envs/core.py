@@ -186,6 +186,8 @@ class EpisodeCore:
         self._blocks: list[np.ndarray | None] = []
         #: Observation tables by block, kept across episodes (see _build_block).
         self._tables: dict[int, np.ndarray] = {}
+        #: Whether the metrics carry the cluster metrics (see episode_metrics).
+        self._cluster = config.deprioritize or any(config.sim_config.resolved_costs())
 
     def reset_row(self, np_random: np.random.Generator) -> np.ndarray:
         """Start an episode drawn from ``np_random``; return the first observation row (no copy)."""
@@ -373,8 +375,20 @@ class EpisodeCore:
         }
 
     def info_metrics(self) -> dict[str, float]:
-        """``episode_metrics()`` without its undefined (None) entries: what ``info`` carries."""
-        return {k: v for k, v in self.episode_metrics().items() if v is not None}
+        """``episode_metrics()`` without its undefined (None) entries: what ``info`` carries.
+
+        At the episode's end (every episode's end in the vector env) built directly,
+        without the dict of None entries :meth:`episode_metrics` makes first: the same
+        keys in the same order (an undefined metric is NaN in the simulator's metrics).
+        """
+        sim = self.sim
+        if sim is None or not sim.done:
+            return {k: v for k, v in self.episode_metrics().items() if v is not None}
+        m = {k: v for k, v in sim.metrics().items() if v == v}
+        if self._cluster:
+            m.update((k, v) for k, v in sim.cluster_metrics().items() if v == v)
+        self._add_return(m)
+        return m
 
     def episode_metrics(self) -> dict[str, float | None]:
         """Metrics of the episode, plus the return's components; so far, mid-episode.
@@ -389,22 +403,25 @@ class EpisodeCore:
         sim = self.sim
         if sim is None:
             raise RuntimeError("episode_metrics() called before reset(): call env.reset() first")
-        cluster = self.config.deprioritize or any(self.config.sim_config.resolved_costs())
         if not sim.done:
-            m = _metrics_so_far(sim, cluster)
+            m = _metrics_so_far(sim, self._cluster)
         else:
             m = {k: None if v != v else v for k, v in sim.metrics().items()}
-            if cluster:
+            if self._cluster:
                 # Only then: the cluster's keys come with the features they measure, and
                 # the default env's metrics keep the paper's keys and the return's parts.
                 # (The golden fixture compares only the keys it stored: it does not pin this.)
                 m.update((k, None if v != v else v) for k, v in sim.cluster_metrics().items())
+        self._add_return(m)
+        return m
+
+    def _add_return(self, m: dict[str, Any]) -> None:
+        """Add the return's components and the return to the metrics ``m``."""
         assert self.reward is not None
         parts = self.reward.parts()
         for k, v in parts.items():
             m[f"return_{k}"] = float(v)
         m["return"] = float(sum(parts.values()))
-        return m
 
 
 def signal_windows(values: np.ndarray, window: int) -> np.ndarray:

@@ -277,15 +277,56 @@ class EvalStopVectorEnv(VectorEnv):
         """The step's ``info`` for the episodes that ended, in Gymnasium's vector-info layout.
 
         ``VectorEnv._add_info`` of each ended sub-environment's ``{"episode_metrics": ...}``
-        (under ``final_info``, with ``final_obs``, in same-step mode).
+        (under ``final_info``, with ``final_obs``, in same-step mode).  When every
+        metric is a Python float (the usual case) the metrics are built column by
+        column: the same dict (keys in order of first appearance, each followed by its
+        mask), float64 value arrays and bool masks with the same entries, for a few
+        array operations in all instead of two new arrays per key and ended episode.
         """
-        infos: dict[str, Any] = {}
+        if all(type(v) is float for _, m in ended for v in m.values()):
+            metrics_info = self._metric_columns(ended)
+            if not self.same_step:
+                return metrics_info
+            infos: dict[str, Any] = {}
+            for i, _ in ended:
+                final = {"final_obs": self._single(self._zero_row.copy())}
+                infos = self._add_info(infos, final, i)
+            infos["final_info"], infos["_final_info"] = metrics_info, self._mask(ended)
+            return infos
+        infos = {}
         for i, metrics in ended:
             info: dict[str, Any] = {"episode_metrics": metrics}
             if self.same_step:
                 info = {"final_obs": self._single(self._zero_row.copy()), "final_info": info}
             infos = self._add_info(infos, info, i)
         return infos
+
+    def _mask(self, ended: list[tuple[int, dict[str, float]]]) -> np.ndarray:
+        """(N,) bool: True at the sub-environments that ended."""
+        mask = np.zeros(self.num_envs, dtype=bool)
+        mask[[i for i, _ in ended]] = True
+        return mask
+
+    def _metric_columns(self, ended: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:
+        """``{"episode_metrics": {key: (N,) float64, "_key": mask, ...}, "_episode_metrics": mask}``.
+
+        What ``_add_info`` builds from float metrics (see :meth:`_end_infos`): each
+        key's values and mask are a row of one (keys, N) array, 0.0 and False where a
+        sub-environment did not end or its metrics lack the key (an undefined metric).
+        """
+        keys = dict.fromkeys(ended[0][1])
+        for _, m in ended[1:]:
+            keys.update(dict.fromkeys(m))  # a key first met later goes last, as in _add_info
+        n_keys, rows = len(keys), [i for i, _ in ended]
+        values = np.zeros((n_keys, self.num_envs))
+        masks = np.zeros((n_keys, self.num_envs), dtype=bool)
+        # (keys, ended): each ended episode's values (Python floats, the same float64s)
+        values[:, rows] = np.array([[m.get(k, 0.0) for k in keys] for _, m in ended]).T
+        masks[:, rows] = np.array([[k in m for k in keys] for _, m in ended]).T
+        columns: dict[str, Any] = {}
+        for key, value_row, mask_row in zip(keys, values, masks):
+            columns[key], columns[f"_{key}"] = value_row, mask_row
+        return {"episode_metrics": columns, "_episode_metrics": self._mask(ended)}
 
     def _batch(self, rows: list[Any]) -> Any:
         """The batch observation of the rows: a Box, or a dict of column views (per ``flatten``).
