@@ -87,8 +87,7 @@ class DenseUtility(Reward):
         """Tabulate the episode's continue gains and per-interval GPU costs."""
         super().__init__(sim)
         c, b = sim.curves, sim.batch
-        gains = continue_gains(c.true_eval, sim.best_observed, deliver_best=sim.deliver_best)
-        n, k = gains.shape
+        n, k = c.true_eval.shape
         self._k = k
         if sim.step_frac is None:
             # The same float operations, in the same order, as price * gpus * T / K.
@@ -103,7 +102,9 @@ class DenseUtility(Reward):
         # a NumPy view of the array of doubles, with no intermediate table.
         self._pairs = array("d", (0.0,)) * (2 * n * k)
         pairs = np.frombuffer(self._pairs, np.float64).reshape(n, k, 2)
-        pairs[:, :, 0] = gains
+        continue_gains(
+            c.true_eval, sim.best_observed, deliver_best=sim.deliver_best, out=pairs[:, :, 0]
+        )
         pairs[:, :, 1] = costs
 
     def continue_value(self, jid: int, ckpt: int) -> float:

@@ -45,6 +45,10 @@ def checkpoint_tables(obs_eval: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     Integers and maxima only, so exact; ``tests/sim/test_lean_episode_code.py``
     checks them against the step-by-step loops they replaced.
+
+    The two integer tables are the halves of one (K, 2n) array, so that their
+    multiplication by the checkpoint and their running maximum are one pass each
+    (elementwise: the same integers as two arrays).
     """
     n, k = obs_eval.shape
     ev = np.ascontiguousarray(obs_eval.T)
@@ -52,14 +56,12 @@ def checkpoint_tables(obs_eval: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     top = ev.copy()
     np.copyto(top[0], np.inf, where=np.isnan(top[0]))
     running_max(top, np.fmax)
-    best = np.zeros((k, n), dtype=np.int64)
-    np.greater(ev[1:], top[:-1], out=best[1:], casting="unsafe")
-    best *= idx
-    running_max(best, np.maximum)
-    last_up = np.zeros((k, n), dtype=np.int64)
+    marks = np.zeros((k, 2 * n), dtype=np.int64)
+    best, last_up = marks[:, :n], marks[:, n:]
+    np.greater(ev[1:], top[:-1], out=best[1:], casting="unsafe")  # 1 at a new best
     np.less(ev[1:], ev[:-1], out=last_up[1:], casting="unsafe")
     np.subtract(1, last_up, out=last_up)  # 1 where no decline
-    last_up *= idx
-    running_max(last_up, np.maximum)
+    marks *= idx
+    running_max(marks, np.maximum)
     np.subtract(idx, last_up, out=last_up)
     return best.T, last_up.T

@@ -263,9 +263,9 @@ def sample_curves(
         draws[:, :, None]
     )
     peak = np.where(hacking, draws[2], np.where(rlhf, draws[3], np.inf))
-    # Both curve families are computed for every job and each job keeps its
-    # own: elementwise, so the same values as computing each on its jobs only,
-    # in fewer (and cheaper) array operations than gathering and scattering rows.
+    # The RLHF family is computed for every job (most are RLHF; elementwise, so the
+    # same values as on the RLHF jobs only, without gathering their rows), the other
+    # family below on the other jobs only.
     if cal.rlhf_shape == "gao":
         # An RLHF job's peak is > 0 (Calibration checks it), so x > 0 and
         # gao_shape is x (1 - ln x); the others get x = p, never used.
@@ -280,7 +280,11 @@ def sample_curves(
         # a hacking run's waste counts from its peak; a healthy run's never does (even when
         # it declines a little: its label says it is not hacking)
         peak = np.where(rlhf & hacking, rise_decline_peak(tau, onset, drop), np.inf)
-    true_eval = np.where(rlhf[:, None], rl_curve, _saturating_rows(p, sft_tau, sft_base, sft_amp))
+    # The other jobs' saturating curves, computed on their rows only (elementwise: the
+    # same values as on every row), written over their rows of the (new) RLHF array.
+    true_eval = rl_curve
+    sft = ~rlhf
+    true_eval[sft] = _saturating_rows(p, sft_tau[sft], sft_base[sft], sft_amp[sft])
 
     # Training loss falls for every job, hacking or not: the decoupling the
     # paper rests on.  A plateauing job stops improving at `plateau_at`

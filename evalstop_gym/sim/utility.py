@@ -60,14 +60,23 @@ def stop_values(
 
 
 def continue_gains(
-    true_eval: np.ndarray, best: np.ndarray, *, deliver_best: bool = False
+    true_eval: np.ndarray,
+    best: np.ndarray,
+    *,
+    deliver_best: bool = False,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """(n, K) quality change of continuing after checkpoint i (column i - 1): Q(V_{i+1}) - Q(V_i).
 
     The differences of :func:`delivered_quality` along the checkpoints; the last
-    column (no decision after the final checkpoint) is 0.
+    column (no decision after the final checkpoint) is 0.  Written into ``out``
+    (an (n, K) float64 array or view) when given, else into a new array.
     """
     q = delivered_quality(true_eval, best, deliver_best)
-    gains = np.zeros(q.shape)
+    if out is None:
+        gains = np.zeros(q.shape)
+    else:
+        gains = out
+        gains[:, -1] = 0.0
     np.subtract(q[:, 1:], q[:, :-1], out=gains[:, :-1])
     return gains

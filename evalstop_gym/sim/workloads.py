@@ -297,8 +297,13 @@ def generate_jobs(workload: Workload, num_gpus: int, rng: np.random.Generator) -
     types, hacking = assign_types(rng, n, workload.type_mix, workload.hack_fraction)
     z = rng.standard_normal(n)
     gpu_u = rng.random(n)
-    # A u past a cdf that rounds below 1 takes the type's last demand.
-    pick = (plan.cdf[types] <= gpu_u[:, None]).sum(axis=1)
+    # A u past a cdf that rounds below 1 takes the type's last demand.  The count of
+    # cdf values <= u, column by column over the comparisons' bytes (0 or 1): the
+    # integers of ``.sum(axis=1)`` without its reduction along a short axis.
+    below = (plan.cdf[types] <= gpu_u[:, None]).view(np.uint8)
+    pick = below[:, 0].astype(np.intp)
+    for col in range(1, below.shape[1]):
+        pick += below[:, col]
     gpus = plan.gpus[types, pick]
     duration = plan.median[types] * np.exp(plan.log_sd[types] * z)
     estimate = duration * np.exp(workload.estimate_log_sd * rng.standard_normal(n))
