@@ -63,6 +63,10 @@ from evalstop_gym.sim.workloads import JOB_TYPES, RLHF, Workload, get_workload
 
 from .policies import Obs, need_field, observed
 
+#: The log-likelihood's factor, as a 0-d array: an operand NumPy takes without converting it.
+_MINUS_HALF = np.array(-0.5)
+_MINUS_HALF.flags.writeable = False
+
 #: Grid points per nonlinear parameter (peak, tau, onset).
 GRID = 10
 #: Model error added to the eval noise: the grid is discrete, the truth is not.
@@ -316,8 +320,9 @@ class _Prefix:
     log_norm: np.ndarray  # (H,) log prior weight - 1/2 log det C
     curve: np.ndarray  # (H * K, n): y -> posterior mean curve (linear part)
     curve_offset: np.ndarray  # (H, K): posterior mean curve at y = 0
-    #: (n, K * H): ``curve`` transposed, checkpoint-major, so y @ a slice of columns gives
-    #: the mean at a few checkpoints in one BLAS call (rounded otherwise than ``curve @ y``)
+    #: (K * H, n): ``curve`` checkpoint-major, so a contiguous slice of rows dotted with y
+    #: gives the mean at a few checkpoints in one BLAS call (the rows of ``curve @ y`` in
+    #: another order, which BLAS may round otherwise)
     by_checkpoint: np.ndarray
     by_checkpoint_offset: np.ndarray  # (K, H): ``curve_offset`` transposed
     size: float  # bounds |posterior mean| / (1 + max |y|): largest row sum of |curve| and offset
@@ -351,7 +356,7 @@ def _prefixes(fam: _Family, var: float) -> list[_Prefix | None]:
                 fam.log_w - 0.5 * logdet,
                 curve.reshape(h * k, n),
                 curve_offset,
-                np.ascontiguousarray(curve.transpose(2, 1, 0)).reshape(n, k * h),
+                np.ascontiguousarray(curve.transpose(1, 0, 2)).reshape(k * h, n),
                 np.ascontiguousarray(curve_offset.T),
                 float(np.abs(curve).sum(axis=2).max() + np.abs(curve_offset).max()),
                 [
@@ -405,6 +410,7 @@ class BayesStopper:
         #: The share of those draws above the c-th lowest, c = 0 .. FUTURES.
         self._beat_share = (FUTURES - np.arange(FUTURES + 1)) / FUTURES
         self._tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._tiles: dict[int, np.ndarray] = {}
         self.deliver_best = deliver == "best"
         # The shortcut is a prefix of this class's look-ahead; a subclass that replaces the
         # look-ahead (the tests' frozen reference) decides through its own, every time.
@@ -502,22 +508,27 @@ class BayesStopper:
 
         In place where the floats allow it: the bits of ``exp(log_w - log_w.max())``
         normalised, with ``log_w = log_norm - 0.5 |z|^2`` (scaling by -0.5 is exact,
-        and a - b is a + (-b)), in fewer allocations and no Python-level wrappers.
+        and a - b is a + (-b)), in fewer allocations and no Python-level wrappers
+        (``ndarray.dot`` makes the BLAS call of ``@``, the same gemv on the same operands,
+        without the generalised ufunc's dispatch around it).
         """
-        z = (pre.whiten @ y).reshape(pre.whiten_offset.shape)
+        z = pre.whiten.dot(y).reshape(pre.whiten_offset.shape)
         np.subtract(z, pre.whiten_offset, out=z)
         w = _einsum("hn,hn->h", z, z)
-        w *= -0.5
+        w *= _MINUS_HALF
         w += pre.log_norm
-        w -= np.maximum.reduce(w)
+        # Reduced into a 0-d array, a maximum or a sum is an operand as it is: no NumPy
+        # scalar is made and converted back to an array for the next call.
+        reduced = np.empty(())
+        w -= np.maximum.reduce(w, out=reduced)
         np.exp(w, out=w)
-        w /= np.add.reduce(w)
+        w /= np.add.reduce(w, out=reduced)
         return w
 
     @staticmethod
     def _means(pre: _Prefix, y: np.ndarray) -> np.ndarray:
         """Posterior mean curves (H, K) after the evals ``y`` (float array)."""
-        return (pre.curve @ y).reshape(pre.curve_offset.shape) + pre.curve_offset
+        return pre.curve.dot(y).reshape(pre.curve_offset.shape) + pre.curve_offset
 
     def prob_hacking(self, job_type: int, evals: np.ndarray) -> float:
         """Posterior probability that the job is a hacking run (0 for LoRA/DPO)."""
@@ -559,13 +570,13 @@ class BayesStopper:
         top = self._top(job_type, w)
         if top is not None:
             w = w.take(top)
-            w /= np.add.reduce(w)
+            w /= np.add.reduce(w, out=np.empty(()))  # a 0-d operand, as in _weights
         b = int(evals.argmax())
         if self._shortcut and self._goes_on(job_type, pre, evals, w, top, b):
             return False
         mean = self._means(pre, evals)
         if top is not None:
-            mean = mean[top]
+            mean = mean.take(top, axis=0)
         ramp = self._ramp[job_type][: self.k - n + 1]
         probe = self._families[job_type].probe
         # Without noise the delivered score is the running max of the mean curve, an
@@ -612,7 +623,8 @@ class BayesStopper:
         ramp = self._ramp[job_type]
         # A NaN eval is the argmax (numpy's argmax takes the first NaN), so y_best is NaN and
         # so is the margin, whatever Python's min makes of the NaN.
-        y_best, lowest = float(evals[b]), min(evals.tolist())
+        values = evals.tolist()
+        y_best, lowest = values[b], min(values)
         margin = SHORTCUT_MARGIN * (
             1.0 + pre.size * (1.0 + max(y_best, -lowest)) + self._noise_size + self._ramp_end
         )
@@ -623,47 +635,48 @@ class BayesStopper:
         # only leaves the decision to the full look-ahead.
         first = self.deliver_best or n + 1 < self.k
         if first:
-            pays = self._next_pays(pre, evals, w, top, b, y_best, margin, ramp[1])
+            price = self._step_cost[job_type]  # ramp[1], as a Python float
+            pays = self._next_pays(pre, evals, w, top, b, y_best, margin, price)
             if pays is None:  # a first draw near its threshold: the full look-ahead decides
                 return False
             if pays or steps == 1:
                 return pays
         h = pre.by_checkpoint_offset.shape[1]
         # Checkpoints b .. n + steps - 1 (those between b and n too: one call, not two).
-        cols = (evals @ pre.by_checkpoint[:, b * h : (n + steps) * h]).reshape(-1, h)
+        cols = pre.by_checkpoint[b * h : (n + steps) * h].dot(evals).reshape(-1, h)
         cols += pre.by_checkpoint_offset[b : n + steps]
         if top is not None:
             cols = cols.take(top, axis=1)
-        stop_now = w @ cols[0]
-        mean_b = cols[0][:, None]
-        w_draws = w.repeat(FUTURES)  # (h * FUTURES,): the weight of each simulated future
+        stop_now = w.dot(cols[0])
+        # Checkpoint b's means moved next to the future ones (over checkpoint n - 1's, not
+        # needed here), then each mean repeated over its hypothesis's draws: the steps below
+        # are calls on contiguous rows of h * FUTURES, without numpy's broadcasting machinery.
+        cols[n - b - 1] = cols[0]
+        tiles = cols[n - b - 1 :].repeat(FUTURES, axis=1)  # (1 + steps, h * FUTURES)
+        y = tiles[1:] + self._draw_tiles(len(w))[:steps]  # future eval j on each simulated future
+        w_draws = w.repeat(FUTURES)  # the weight of each simulated future
         best: Any = y_best
-        q = None
+        q = tiles[0]  # the delivered score while no future eval beats y_best: checkpoint b's
         for j in range(steps):
-            col = cols[n - b + j][:, None]
-            y = col + self._noise[j]  # (h, FUTURES): future eval j on each simulated future
             # The first step after _next_pays: its draws are clear and its gain was counted.
             counted = first and j == 0
             if not counted:
-                gap = y - best
+                gap = y[j] - best
                 better = gap > 0
-                if not np.minimum.reduce(np.abs(gap, out=gap), axis=None) > margin:
+                if not np.minimum.reduce(np.abs(gap, out=gap)) > margin:
                     return False
             else:
-                better = y > best
-            if q is None:
-                q = np.where(better, col, mean_b)
-            else:
-                np.copyto(q, col, where=better)
+                better = y[j] > best
+            np.putmask(q, better, tiles[j + 1])
             if not counted:
                 if not self.deliver_best and n + j + 1 == self.k:
-                    value = w @ cols[-1]  # a completed job delivers its final checkpoint
+                    value = w.dot(cols[-1])  # a completed job delivers its final checkpoint
                 else:
-                    value = (q.ravel() @ w_draws) / FUTURES
+                    value = q.dot(w_draws) / FUTURES
                 if value - ramp[j + 1] - stop_now > margin:
                     return True
             if j + 1 < steps:
-                best = np.maximum(best, y, out=y)  # y is not needed after this step
+                best = np.maximum(best, y[j], out=y[j])  # y[j] is not needed after this step
         return False
 
     def _next_pays(
@@ -691,7 +704,7 @@ class BayesStopper:
         infinite, which never counts.
         """
         rows, offset = pre.next_step[b]
-        means = (rows @ evals).reshape(offset.shape)
+        means = rows.dot(evals).reshape(offset.shape)
         means += offset
         if top is not None:
             means = means.take(top, axis=1)
@@ -802,6 +815,17 @@ class BayesStopper:
             q[-1] = mean[:, -1, None]  # a completed job delivers its final checkpoint
         return q, y
 
+    def _draw_tiles(self, h: int) -> np.ndarray:
+        """The shortcut's draws for ``h`` hypotheses, built once per size.
+
+        (:data:`SHORTCUT_STEPS`, h * FUTURES): row j holds future eval j's draws once per
+        hypothesis, laid out as :meth:`_goes_on` repeats the means over the draws.
+        """
+        tiles = self._tiles.get(h)
+        if tiles is None:
+            tiles = self._tiles[h] = np.tile(self._noise[:SHORTCUT_STEPS], h)
+        return tiles
+
     def _future_tables(self, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The look-ahead's constant arrays for ``h`` hypotheses, built once per size.
 
@@ -841,7 +865,7 @@ class BayesStopper:
 
     def __call__(self, view: JobView) -> bool:
         """The simulator's stopper interface (``Simulator.run(stopper)``)."""
-        return self.decide(view.job_type, np.asarray(view.evals))
+        return self.decide(view.job_type, np.fromiter(view.evals, float))
 
     def __repr__(self) -> str:
         """The settings it was built with."""
