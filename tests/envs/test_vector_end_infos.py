@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vector_infos import assert_same_info
 
 from evalstop_gym.envs.vector import EvalStopVectorEnv
 
@@ -27,24 +28,6 @@ _any_ended = _ended(st.floats(allow_nan=True, allow_infinity=True)) | _ended(
 )
 
 
-def _assert_same(got: dict, want: dict) -> None:
-    assert list(got) == list(want)  # the same keys, in the same order
-    for k, v in want.items():
-        if isinstance(v, dict):
-            _assert_same(got[k], v)
-        elif v.dtype == object:  # final_obs: one observation (or None) per sub-environment
-            for a, b in zip(got[k], v):
-                if b is None:
-                    assert a is None
-                elif isinstance(b, dict):
-                    assert a.keys() == b.keys() and all((a[f] == b[f]).all() for f in b)
-                else:
-                    np.testing.assert_array_equal(a, b)
-        else:
-            assert got[k].dtype == v.dtype and got[k].shape == v.shape
-            assert got[k].tobytes() == v.tobytes()
-
-
 @settings(max_examples=150, deadline=None)
 @given(ended=_any_ended, same_step=st.booleans(), flatten=st.booleans())
 def test_end_infos_are_add_infos_bytes(
@@ -64,4 +47,4 @@ def test_end_infos_are_add_infos_bytes(
                 "final_info": extra,
             }
         want = venv._add_info(want, extra, i)
-    _assert_same(venv._end_infos(ended), want)
+    assert_same_info(venv._end_infos(ended), want)

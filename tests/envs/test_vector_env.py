@@ -5,6 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from vector_infos import assert_same_info
 
 import evalstop_gym  # noqa: F401
 from evalstop_gym import ConfigError
@@ -192,24 +193,6 @@ def test_num_envs_is_bounded_with_a_clear_error() -> None:
     assert EvalStopVectorEnv(np.int64(2), **KW).num_envs == 2  # type: ignore[arg-type]
 
 
-def _assert_same_info(got: dict, want: dict) -> None:
-    assert got.keys() == want.keys()
-    for k, v in want.items():
-        if isinstance(v, dict):
-            _assert_same_info(got[k], v)
-        elif v.dtype == object:  # final_obs: one observation (or None) per sub-environment
-            for a, b in zip(got[k], v):
-                if b is None:
-                    assert a is None
-                elif isinstance(b, dict):
-                    assert a.keys() == b.keys() and all((a[f] == b[f]).all() for f in b)
-                else:
-                    np.testing.assert_array_equal(a, b)
-        else:
-            assert got[k].dtype == v.dtype
-            np.testing.assert_array_equal(got[k], v)
-
-
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 @pytest.mark.parametrize("flatten", [False, True])
 def test_episode_end_infos_are_what_gymnasiums_add_info_builds(mode: str, flatten: bool) -> None:
@@ -233,7 +216,7 @@ def test_episode_end_infos_are_what_gymnasiums_add_info_builds(mode: str, flatte
                     "final_info": extra,
                 }
             want = venv._add_info(want, extra, i)
-        _assert_same_info(info, want)
+        assert_same_info(info, want)
         multi += len(venv.ended) > 1
     assert multi >= 3
 
