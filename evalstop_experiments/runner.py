@@ -77,20 +77,24 @@ def timed_unit(unit: Unit) -> tuple[list[dict[str, Any]], float]:
     return rows, time.process_time() - t0
 
 
-def work_units(episodes: list[Task]) -> list[tuple[Unit, list[int]]]:
+def work_units(episodes: list[Task], width: int = 1) -> list[tuple[Unit, list[int]]]:
     """The units that play ``episodes`` (distinct ones), each with the indices it plays.
 
     The seeds of one learned cell go together
     (:attr:`~evalstop_experiments.cells.PolicySpec.plays_seeds_together`), in the order
-    first met; every other episode is a unit of its own.
+    first met, at most ``ceil(learned episodes / width)`` to a unit: on ``width`` workers
+    (a wide Ray cluster) the learned episodes still spread over all of them, and on a
+    few a whole cell is one unit.  Every other episode is a unit of its own.
     """
+    learned = sum(cell.policy.plays_seeds_together for cell, _ in episodes)
+    most = max(1, -(-learned // max(1, width)))
     units: list[tuple[Cell, list[int], list[int]]] = []  # (cell, seeds, indices)
-    together: dict[str, int] = {}
+    together: dict[str, int] = {}  # the unit still taking a cell's seeds
     for i, (cell, seed) in enumerate(episodes):
         # What the episodes of one cell share: its episode key without the seed.
         key = json.dumps([cell.policy.kind, cell.policy.params, cell.env], sort_keys=True)
         if cell.policy.plays_seeds_together:
-            if key in together:
+            if key in together and len(units[together[key]][1]) < most:
                 _, seeds, held = units[together[key]]
                 seeds.append(seed)
                 held.append(i)
@@ -353,7 +357,7 @@ def run_tasks(
     for task in todo:
         holders.setdefault(episode_key(task), []).append(task)
     groups = list(holders.values())
-    units = work_units([g[0] for g in groups])
+    units = work_units([g[0] for g in groups], executor.full_width)
     for u, (rows, cpu) in executor.imap(timed_unit, [unit for unit, _ in units]):
         for row, i in zip(rows, units[u][1]):
             st.simulated += 1

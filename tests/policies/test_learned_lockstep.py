@@ -98,6 +98,18 @@ def test_a_learned_cells_seeds_go_to_one_worker_and_give_run_tasks_rows(models) 
         ((learned, (0, 1, 2)), [3, 4, 5]),
     ]
     assert _encode(run_unit(units[-1][0])) == _encode([run_task((learned, s)) for s in (0, 1, 2)])
+    # On two workers the three learned episodes go two and one (ceil(3 / 2) to a unit); on
+    # three or more, one each: a wide executor still spreads them.
+    assert [u for u, _ in work_units(episodes, 2)][3:] == [(learned, (0, 1)), (learned, (2,))]
+    assert [u for u, _ in work_units(episodes, 8)][3:] == [(learned, (s,)) for s in (0, 1, 2)]
+    # Two learned cells on two workers: 6 episodes, at most 3 to a unit, a cell each.
+    other = Cell(
+        "E6",
+        PolicySpec("Learned", {"path": str(models["dqn"])}, label="B"),
+        {**ENV, "eval_noise": 0.05},
+    )
+    both = [(c, s) for c in (learned, other) for s in (0, 1, 2)]
+    assert [u for u, _ in work_units(both, 2)] == [(learned, (0, 1, 2)), (other, (0, 1, 2))]
 
 
 def test_reproduces_runner_writes_the_one_by_one_files(models, tmp_path) -> None:
