@@ -100,6 +100,11 @@ def _pending_act(actor: Any) -> Any:
     return lambda obs: actor.act_pending()
 
 
+#: The most episodes :func:`run_episodes` plays side by side (one live env each); more
+#: seeds are played in blocks of this many, with the same rows.
+SIDE_BY_SIDE = 64
+
+
 def run_episodes(
     policy: Policy, seeds: Sequence[int], env_kwargs: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -116,6 +121,12 @@ def run_episodes(
     act = actor() if callable(actor) and len(seeds) > 1 else None
     if act is None:
         return [run_episode(policy, int(s), **env_kwargs) for s in seeds]
+    if len(seeds) > SIDE_BY_SIDE:  # bounded memory: this many live envs at a time
+        return [
+            row
+            for start in range(0, len(seeds), SIDE_BY_SIDE)
+            for row in run_episodes(policy, seeds[start : start + SIDE_BY_SIDE], env_kwargs)
+        ]
     envs: list[Any] = []
     try:
         for _ in seeds:

@@ -9,6 +9,7 @@ the last bit of a product decides.
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -75,6 +76,17 @@ def test_side_by_side_episodes_are_the_one_by_one_episodes(models, algo, ties) -
     assert _encode(batched) == _encode(alone)
     if algo == "ppo":  # it stops jobs: episodes of several lengths, some envs finish first
         assert len({r["steps"] for r in alone}) > 1
+
+
+def test_more_seeds_than_side_by_side_play_in_blocks_with_the_same_rows(
+    models, monkeypatch
+) -> None:
+    # The module (the package's ``evaluate`` attribute is the function of that name).
+    evaluate = importlib.import_module("baselines.evaluate")
+    policy = Learned(models["ppo"])
+    want = run_episodes(policy, SEEDS, ENV)
+    monkeypatch.setattr(evaluate, "SIDE_BY_SIDE", 2)  # blocks of 2, 2 and 1
+    assert _encode(run_episodes(policy, SEEDS, ENV)) == _encode(want)
 
 
 def test_a_policy_without_a_batch_actor_plays_the_seeds_one_by_one(models) -> None:
