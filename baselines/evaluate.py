@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -112,21 +112,29 @@ def run_episodes(
 
     A policy with a ``batch_actor()`` that gives one (a greedy, non-recurrent learned
     model: :meth:`baselines.learned.Learned.batch_actor`) plays the episodes side by
-    side, one env per seed, and decides for every episode still running in one call;
-    its actions are those ``act`` gives one at a time, and each env is built, reset and
-    stepped as :func:`run_episode` does it, so every row is the same.  Any other policy
-    plays the seeds one after another.
+    side, at most :data:`SIDE_BY_SIDE` at a time, one env per seed, and decides for
+    every episode still running in one call; its actions are those ``act`` gives one at
+    a time, and each env is built, reset and stepped as :func:`run_episode` does it, so
+    every row is the same.  Any other policy plays the seeds one after another.
     """
     actor = getattr(policy, "batch_actor", None)
     act = actor() if callable(actor) and len(seeds) > 1 else None
     if act is None:
         return [run_episode(policy, int(s), **env_kwargs) for s in seeds]
-    if len(seeds) > SIDE_BY_SIDE:  # bounded memory: this many live envs at a time
-        return [
-            row
-            for start in range(0, len(seeds), SIDE_BY_SIDE)
-            for row in run_episodes(policy, seeds[start : start + SIDE_BY_SIDE], env_kwargs)
-        ]
+    return [
+        row
+        for start in range(0, len(seeds), SIDE_BY_SIDE)  # bounded memory: live envs
+        for row in _side_by_side(policy, act, seeds[start : start + SIDE_BY_SIDE], env_kwargs)
+    ]
+
+
+def _side_by_side(
+    policy: Policy,
+    act: Callable[[Sequence[Any]], list[int]],
+    seeds: Sequence[int],
+    env_kwargs: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """:func:`run_episodes` on ``seeds``, played side by side with the batch actor ``act``."""
     envs: list[Any] = []
     try:
         for _ in seeds:
