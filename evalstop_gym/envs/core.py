@@ -18,6 +18,7 @@ The simulator is read only through :data:`SIMULATOR_SURFACE` (checked by
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -384,9 +385,7 @@ class EpisodeCore:
         sim = self.sim
         if sim is None or not sim.done:
             return {k: v for k, v in self.episode_metrics().items() if v is not None}
-        m = {k: v for k, v in sim.metrics().items() if v == v}
-        if self._cluster:
-            m.update((k, v) for k, v in sim.cluster_metrics().items() if v == v)
+        m = {k: v for k, v in self._ended_metrics() if v == v}
         self._add_return(m)
         return m
 
@@ -406,14 +405,21 @@ class EpisodeCore:
         if not sim.done:
             m = _metrics_so_far(sim, self._cluster)
         else:
-            m = {k: None if v != v else v for k, v in sim.metrics().items()}
-            if self._cluster:
-                # Only then: the cluster's keys come with the features they measure, and
-                # the default env's metrics keep the paper's keys and the return's parts.
-                # (The golden fixture compares only the keys it stored: it does not pin this.)
-                m.update((k, None if v != v else v) for k, v in sim.cluster_metrics().items())
+            m = {k: None if v != v else v for k, v in self._ended_metrics()}
         self._add_return(m)
         return m
+
+    def _ended_metrics(self) -> Iterator[tuple[str, float]]:
+        """The ended episode's simulator metrics, NaN where undefined, then the cluster's.
+
+        The cluster's only where the env carries them: they come with the features they
+        measure, and the default env's metrics keep the paper's keys and the return's
+        parts.  (The golden fixture compares only the keys it stored: it does not pin this.)
+        """
+        assert self.sim is not None
+        yield from self.sim.metrics().items()
+        if self._cluster:
+            yield from self.sim.cluster_metrics().items()
 
     def _add_return(self, m: dict[str, Any]) -> None:
         """Add the return's components and the return to the metrics ``m``."""
