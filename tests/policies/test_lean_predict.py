@@ -154,3 +154,66 @@ def test_dqn_trained_with_lean_predict_has_the_same_weights(tmp_path) -> None:
     assert runs[0][0] == runs[1][0] and len(runs[0][0]) >= 3
     for key, value in runs[0][1].items():
         assert torch.equal(value, runs[1][1][key]), key
+
+
+def _flags(policy) -> list[tuple[str, bool]]:
+    return [(name, m.training) for name, m in policy.named_modules(remove_duplicate=False)]
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    which=st.sampled_from([("dqn", False), ("dqn", True), ("ppo", False), ("a2c", True)]),
+    modes=st.lists(st.booleans(), min_size=1, max_size=6),
+    start=st.lists(st.booleans(), min_size=40, max_size=40),
+)
+def test_lean_mode_switch_sets_the_flags_sb3s_walk_sets(which, modes, start) -> None:
+    """From any mix of flags, each switch leaves every module's flag as SB3's method does."""
+    policy = _model(*which).policy
+    switch = LP.lean_mode_switch(policy)
+    assert switch is not None
+    modules = [m for _, m in policy.named_modules(remove_duplicate=False)]
+    try:
+        for mode in modes:
+            for m, flag in zip(modules, start):
+                m.training = flag
+            type(policy).set_training_mode(policy, mode)
+            want = _flags(policy)
+            for m, flag in zip(modules, start):
+                m.training = flag
+            switch(mode)
+            assert _flags(policy) == want
+    finally:
+        policy.set_training_mode(False)
+    with pytest.raises(ValueError, match="training mode is expected to be boolean"):
+        switch(1)
+
+
+def test_lean_mode_switch_keeps_sb3s_for_a_module_with_its_own_train() -> None:
+    class OwnTrain(torch.nn.Module):
+        def train(self, mode: bool = True):  # e.g. one that freezes a part
+            return super().train(mode)
+
+    policy = _model("ppo", False).policy
+    assert LP.lean_mode_switch(policy) is not None
+    policy.mlp_extractor.add_module("own", OwnTrain())
+    try:
+        assert LP.lean_mode_switch(policy) is None
+    finally:
+        del policy.mlp_extractor.own
+    assert LP.lean_mode_switch(policy) is not None
+
+
+def test_lean_rollouts_switch_the_mode_leanly_and_restore_it() -> None:
+    model = _model("dqn", False)
+    policy = model.policy
+    with LP.lean_rollouts(model):
+        assert "set_training_mode" in vars(policy)
+        policy.set_training_mode(True)
+        assert (
+            policy.training
+            and policy.q_net.training
+            and all(m.training for m in policy.q_net.modules())
+        )
+        policy.set_training_mode(False)
+    assert "set_training_mode" not in vars(policy)
+    assert not policy.training and not any(m.training for m in policy.q_net.modules())
