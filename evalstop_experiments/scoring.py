@@ -478,6 +478,54 @@ def run_bootstrap_diff(
     return float(lo), float(hi)
 
 
+def run_bootstrap_score_diff(
+    ua: UnitSums, ub: UnitSums, u0: UnitSums, uref: UnitSums, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float, float, float, float]:
+    """(score_a, score_b, diff, low, high): two stoppers' scores on the same held-out
+    episodes and the 95 % CI over runs (and seeds, for synthetic jobs) of their difference,
+    resampled as :func:`run_bootstrap_score` resamples one score."""
+    names = sorted(set(ua.runs) | set(ub.runs) | set(u0.runs) | set(uref.runs))
+
+    def col(u: UnitSums) -> np.ndarray:
+        return np.array([u.runs.get(r, 0.0) for r in names])
+
+    den_r, den_s = col(uref) - col(u0), uref.seeds - u0.seeds
+    den = den_r.sum() + den_s.sum()
+    sa = float((col(ua) - col(u0)).sum() + (ua.seeds - u0.seeds).sum()) / den
+    sb = float((col(ub) - col(u0)).sum() + (ub.seeds - u0.seeds).sum()) / den
+    num_r, num_s = col(ua) - col(ub), ua.seeds - ub.seeds
+    wr, ws = _boot_weights(len(names), len(num_s), n_boot, seed)
+    boot = (wr @ num_r + ws @ num_s) / (wr @ den_r + ws @ den_s)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return sa, sb, float((num_r.sum() + num_s.sum()) / den), float(lo), float(hi)
+
+
+def paired_score_diff(
+    ua: Sequence[float],
+    ub: Sequence[float],
+    u0: Sequence[float],
+    uref: Sequence[float],
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float, float, float]:
+    """(score_a, score_b, diff, low, high): two stoppers' scores on the same seeds and the
+    95 % paired bootstrap CI over seeds of ``mean(Ua - Ub) / mean(Uref - U0)``."""
+    ua, ub, u0, uref = (np.asarray(x, dtype=float) for x in (ua, ub, u0, uref))
+    den = uref - u0
+    num = ua - ub
+    idx = np.random.default_rng(seed).integers(0, len(num), size=(n_boot, len(num)))
+    boot = num[idx].mean(axis=1) / den[idx].mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    d = den.mean()
+    return (
+        float((ua - u0).mean() / d),
+        float((ub - u0).mean() / d),
+        float(num.mean() / d),
+        float(lo),
+        float(hi),
+    )
+
+
 def normalised_score(
     u: Sequence[float],
     u0: Sequence[float],
@@ -893,15 +941,7 @@ def score_task(
     ``positions``, if given, receives each stopper's stop positions pooled over
     seeds under ``(task, factor, display name)`` (see :func:`stop_positions`).
     """
-    heldout = is_heldout(kw)
-    runs: list[list[dict[str, Any]]] = []
-    for n, st in enumerate(stoppers):
-        same = _same_floor(st, stoppers[:n])
-        if same is not None:  # the Best floor: its family's tuned floor, played above
-            runs.append(runs[same])
-            continue
-        terms = kw if heldout else None
-        runs.append([play({**kw, **st.env}, s, st.policy, job_terms=terms) for s in seeds])
+    runs = play_stoppers(kw, stoppers, seeds)
     if positions is not None:
         for st, rs in zip(stoppers, runs):
             positions[(task, factor, st.name)] = tuple(  # type: ignore[assignment]
@@ -944,6 +984,22 @@ def score_task(
             )
         )
     return rows
+
+
+def play_stoppers(
+    kw: dict[str, Any], stoppers: Sequence[Stopper], seeds: Sequence[int]
+) -> list[list[dict[str, Any]]]:
+    """Every stopper's episodes on ``seeds`` (:func:`play`; a held-out task's with each job's
+    utility term); the Best floor's are its family's tuned floor's, played once."""
+    terms = kw if is_heldout(kw) else None
+    runs: list[list[dict[str, Any]]] = []
+    for n, st in enumerate(stoppers):
+        same = _same_floor(st, stoppers[:n])
+        if same is not None:  # the Best floor: its family's tuned floor, played above
+            runs.append(runs[same])
+            continue
+        runs.append([play({**kw, **st.env}, s, st.policy, job_terms=terms) for s in seeds])
+    return runs
 
 
 def reference_sums(
@@ -1031,21 +1087,7 @@ def score(
         held-out tasks, whose CI is over test runs) with its 95 % CI,
         U − U0 with its CI, ΔJCT and the honest metrics.
     """
-    if not isinstance(isolated, bool):
-        raise ConfigError("isolated", isolated, "True or False")
-    if isolated and not isinstance(policy, str):
-        raise ConfigError(
-            "policy", policy, "a spec string ('file.py:Class', ...) with isolated=True"
-        )
-    if isolated:
-        spec = isolated_spec(policy, name)  # type: ignore[arg-type]
-    elif isinstance(policy, str):
-        spec = StopperSpec(name or policy, PolicySource(policy))
-    elif isinstance(policy, StopperSpec):
-        spec = policy
-    else:
-        shown = name or getattr(policy, "name", None) or type(policy).__name__
-        spec = StopperSpec(str(shown), _Given(policy))
+    spec = _as_spec(policy, name, isolated)
     seeds = resolve_seeds(seeds)
     rows = []
     for factor in prices:
@@ -1057,6 +1099,119 @@ def score(
         ]
         rows.append(score_task(task, factor, kw, stoppers, seeds)[1])
     return rows
+
+
+def _as_spec(
+    policy: Policy | StopperSpec | str, name: str | None, isolated: bool, arg: str = "policy"
+) -> StopperSpec:
+    """The :class:`StopperSpec` of what :func:`score` accepts as a policy (checked now)."""
+    if not isinstance(isolated, bool):
+        raise ConfigError("isolated", isolated, "True or False")
+    if isolated and not isinstance(policy, str):
+        raise ConfigError(arg, policy, "a spec string ('file.py:Class', ...) with isolated=True")
+    if isolated:
+        return isolated_spec(policy, name)  # type: ignore[arg-type]
+    if isinstance(policy, str):
+        return StopperSpec(name or policy, PolicySource(policy))
+    if isinstance(policy, StopperSpec):
+        return policy
+    shown = name or getattr(policy, "name", None) or type(policy).__name__
+    return StopperSpec(str(shown), _Given(policy))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two stoppers on the same episodes of one task at one price, and their paired difference.
+
+    ``score_a`` and ``score_b`` are each one's :func:`score` (against ``reference``);
+    ``diff`` is ``score_a - score_b`` (``mean(U_a - U_b) / mean(Uref - U0)``) with its
+    95 % paired interval ``[diff_lo, diff_hi]``: a bootstrap over seeds, on a held-out
+    task over its test runs (the same resampling as the scores').  ``u_diff`` is the mean
+    per-episode utility difference ``U_a - U_b`` with its interval, in the env's units.
+    An interval that excludes 0 says which stopper is ahead on this task and price.
+    """
+
+    task: str
+    price_factor: float
+    reference: Reference
+    seeds: int
+    a: str
+    b: str
+    score_a: float
+    score_b: float
+    diff: float
+    diff_lo: float
+    diff_hi: float
+    u_diff: float
+    u_diff_lo: float
+    u_diff_hi: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields, the reference by name."""
+        d = dict(vars(self))
+        d["reference"] = self.reference.value
+        return d
+
+
+def compare(
+    a: Policy | StopperSpec | str,
+    b: Policy | StopperSpec | str,
+    task: str,
+    *,
+    seeds: Iterable[int] | str = range(30),
+    prices: Sequence[float] = (1.0,),
+    n_jobs: int | None = None,
+    curves: str | None = None,
+    names: tuple[str | None, str | None] = (None, None),
+    isolated: bool = False,
+) -> list[Comparison]:
+    """Is ``a`` ahead of ``b`` on a suite task?  One :class:`Comparison` per price factor.
+
+    Both play the same test seeds beside NoStop and the task's reference, as in
+    :func:`score` (``a`` and ``b`` take what its ``policy`` takes; ``isolated`` applies to
+    both), and their difference is scored paired, episode by episode (run by run on a
+    held-out task), which is narrower than comparing two scores' separate intervals.
+    """
+    if not isinstance(names, tuple) or len(names) != 2:
+        raise ConfigError("names", names, "a pair (name of a or None, name of b or None)")
+    spec_a = _as_spec(a, names[0], isolated, "a")
+    spec_b = _as_spec(b, names[1], isolated, "b")
+    seeds = resolve_seeds(seeds)
+    out = []
+    for factor in prices:
+        kw = env_kwargs(task, factor, n_jobs, curves)
+        nostop, ref = Stopper(NOSTOP, "NoStop", NoStop()), reference_stopper(kw)
+        sa, sb = spec_a.build(task, kw), spec_b.build(task, kw)
+        runs = play_stoppers(kw, [nostop, sa, sb, ref], seeds)
+        ua, ub = ([r["utility"] for r in rs] for rs in runs[1:3])
+        _, u0, uref, groups, units = reference_sums(kw, seeds, [nostop, sa, sb, ref], runs)
+        if units is None:
+            scores = paired_score_diff(ua, ub, u0, uref)
+            u_diff = paired_diff_ci(ua, ub)
+        else:
+            sums_a, sums_b = (unit_sums(groups, [r["job_terms"] for r in rs]) for rs in runs[1:3])
+            scores = run_bootstrap_score_diff(sums_a, sums_b, *units)
+            lo, hi = run_bootstrap_diff(sums_a, sums_b, len(seeds))
+            u_diff = (float(np.mean(ua) - np.mean(ub)), lo, hi)
+        out.append(
+            Comparison(
+                task=task,
+                price_factor=factor,
+                reference=reference_for(kw),
+                seeds=len(seeds),
+                a=sa.name,
+                b=sb.name,
+                score_a=scores[0],
+                score_b=scores[1],
+                diff=scores[2],
+                diff_lo=scores[3],
+                diff_hi=scores[4],
+                u_diff=u_diff[0],
+                u_diff_lo=u_diff[1],
+                u_diff_hi=u_diff[2],
+            )
+        )
+    return out
 
 
 #: How many seeds ``seeds="fresh"`` draws.
