@@ -459,11 +459,40 @@ def run_bootstrap_score(
     num_r = np.array([u.runs.get(r, 0.0) - u0.runs.get(r, 0.0) for r in names])
     den_r = np.array([uref.runs.get(r, 0.0) - u0.runs.get(r, 0.0) for r in names])
     num_s, den_s = u.seeds - u0.seeds, uref.seeds - u0.seeds
-    score = float((num_r.sum() + num_s.sum()) / (den_r.sum() + den_s.sum()))
-    wr, ws = _boot_weights(len(names), len(num_s), n_boot, seed)
+    return _run_ratio(num_r, num_s, den_r, den_s, n_boot, seed)
+
+
+def _sum_ratio(num_r: np.ndarray, num_s: np.ndarray, den_r: np.ndarray, den_s: np.ndarray) -> float:
+    """The ratio of the sums over runs and seeds."""
+    return float((num_r.sum() + num_s.sum()) / (den_r.sum() + den_s.sum()))
+
+
+def _run_ratio(
+    num_r: np.ndarray,
+    num_s: np.ndarray,
+    den_r: np.ndarray,
+    den_s: np.ndarray,
+    n_boot: int,
+    seed: int,
+) -> tuple[float, float, float]:
+    """(ratio, low, high): :func:`_sum_ratio` and its 95 % CI, each replicate resampling
+    the runs and, apart, the seeds (:func:`_boot_weights`), numerator and denominator
+    paired by unit."""
+    wr, ws = _boot_weights(len(num_r), len(num_s), n_boot, seed)
     boot = (wr @ num_r + ws @ num_s) / (wr @ den_r + ws @ den_s)
     lo, hi = np.percentile(boot, [2.5, 97.5])
-    return score, float(lo), float(hi)
+    return _sum_ratio(num_r, num_s, den_r, den_s), float(lo), float(hi)
+
+
+def _seed_ratio(
+    num: np.ndarray, den: np.ndarray, n_boot: int, seed: int
+) -> tuple[float, float, float]:
+    """(ratio, low, high): ``mean(num) / mean(den)`` and its 95 % bootstrap CI over seeds,
+    the two arrays resampled together (paired by seed)."""
+    idx = np.random.default_rng(seed).integers(0, len(num), size=(n_boot, len(num)))
+    boot = num[idx].mean(axis=1) / den[idx].mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return float(num.mean() / den.mean()), float(lo), float(hi)
 
 
 def run_bootstrap_diff(
@@ -485,19 +514,11 @@ def run_bootstrap_score_diff(
     episodes and the 95 % CI over runs (and seeds, for synthetic jobs) of their difference,
     resampled as :func:`run_bootstrap_score` resamples one score."""
     names = sorted(set(ua.runs) | set(ub.runs) | set(u0.runs) | set(uref.runs))
-
-    def col(u: UnitSums) -> np.ndarray:
-        return np.array([u.runs.get(r, 0.0) for r in names])
-
-    den_r, den_s = col(uref) - col(u0), uref.seeds - u0.seeds
-    den = den_r.sum() + den_s.sum()
-    sa = float((col(ua) - col(u0)).sum() + (ua.seeds - u0.seeds).sum()) / den
-    sb = float((col(ub) - col(u0)).sum() + (ub.seeds - u0.seeds).sum()) / den
-    num_r, num_s = col(ua) - col(ub), ua.seeds - ub.seeds
-    wr, ws = _boot_weights(len(names), len(num_s), n_boot, seed)
-    boot = (wr @ num_r + ws @ num_s) / (wr @ den_r + ws @ den_s)
-    lo, hi = np.percentile(boot, [2.5, 97.5])
-    return sa, sb, float((num_r.sum() + num_s.sum()) / den), float(lo), float(hi)
+    a, b, zero, ref = (np.array([u.runs.get(r, 0.0) for r in names]) for u in (ua, ub, u0, uref))
+    den_r, den_s = ref - zero, uref.seeds - u0.seeds
+    sa = _sum_ratio(a - zero, ua.seeds - u0.seeds, den_r, den_s)
+    sb = _sum_ratio(b - zero, ub.seeds - u0.seeds, den_r, den_s)
+    return (sa, sb, *_run_ratio(a - b, ua.seeds - ub.seeds, den_r, den_s, n_boot, seed))
 
 
 def paired_score_diff(
@@ -511,19 +532,9 @@ def paired_score_diff(
     """(score_a, score_b, diff, low, high): two stoppers' scores on the same seeds and the
     95 % paired bootstrap CI over seeds of ``mean(Ua - Ub) / mean(Uref - U0)``."""
     ua, ub, u0, uref = (np.asarray(x, dtype=float) for x in (ua, ub, u0, uref))
-    den = uref - u0
-    num = ua - ub
-    idx = np.random.default_rng(seed).integers(0, len(num), size=(n_boot, len(num)))
-    boot = num[idx].mean(axis=1) / den[idx].mean(axis=1)
-    lo, hi = np.percentile(boot, [2.5, 97.5])
-    d = den.mean()
-    return (
-        float((ua - u0).mean() / d),
-        float((ub - u0).mean() / d),
-        float(num.mean() / d),
-        float(lo),
-        float(hi),
-    )
+    d = (uref - u0).mean()
+    sa, sb = float((ua - u0).mean() / d), float((ub - u0).mean() / d)
+    return (sa, sb, *_seed_ratio(ua - ub, uref - u0, n_boot, seed))
 
 
 def normalised_score(
@@ -538,12 +549,7 @@ def normalised_score(
     Seeds are resampled together (the three arrays are paired by seed).
     """
     u, u0, uref = (np.asarray(a, dtype=float) for a in (u, u0, uref))
-    num, den = u - u0, uref - u0
-    score = float(num.mean() / den.mean())
-    idx = np.random.default_rng(seed).integers(0, len(u), size=(n_boot, len(u)))
-    boot = num[idx].mean(axis=1) / den[idx].mean(axis=1)
-    lo, hi = np.percentile(boot, [2.5, 97.5])
-    return score, float(lo), float(hi)
+    return _seed_ratio(u - u0, uref - u0, n_boot, seed)
 
 
 def paired_diff_ci(
@@ -1182,17 +1188,17 @@ def compare(
         kw = env_kwargs(task, factor, n_jobs, curves)
         nostop, ref = Stopper(NOSTOP, "NoStop", NoStop()), reference_stopper(kw)
         sa, sb = spec_a.build(task, kw), spec_b.build(task, kw)
-        runs = play_stoppers(kw, [nostop, sa, sb, ref], seeds)
+        stoppers = [nostop, sa, sb, ref]
+        runs = play_stoppers(kw, stoppers, seeds)
         ua, ub = ([r["utility"] for r in rs] for rs in runs[1:3])
-        _, u0, uref, groups, units = reference_sums(kw, seeds, [nostop, sa, sb, ref], runs)
+        _, u0, uref, groups, units = reference_sums(kw, seeds, stoppers, runs)
+        u_diff = paired_diff_ci(ua, ub)  # as score_task takes U - U0; over runs when held out
         if units is None:
             scores = paired_score_diff(ua, ub, u0, uref)
-            u_diff = paired_diff_ci(ua, ub)
         else:
             sums_a, sums_b = (unit_sums(groups, [r["job_terms"] for r in rs]) for rs in runs[1:3])
             scores = run_bootstrap_score_diff(sums_a, sums_b, *units)
-            lo, hi = run_bootstrap_diff(sums_a, sums_b, len(seeds))
-            u_diff = (float(np.mean(ua) - np.mean(ub)), lo, hi)
+            u_diff = (u_diff[0], *run_bootstrap_diff(sums_a, sums_b, len(seeds)))
         out.append(
             Comparison(
                 task=task,
