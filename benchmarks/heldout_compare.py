@@ -2,12 +2,15 @@
 
     python benchmarks/heldout_compare.py                       # pretrained:general and :routed
     python benchmarks/heldout_compare.py --policy model:PATH --task english-heldout --n-jobs 100
+    python benchmarks/heldout_compare.py --curves runs/trl-fresh/traces.jsonl   # other runs
 
 Each ``--policy`` (repeatable; default ``pretrained:general`` and ``pretrained:routed``)
 plays the task's test seeds beside Bayes with a prior refitted on the task's train runs
 (``evalstop_experiments.scoring.refit_bayes``) and beside Bayes with the synthetic
 ``hard`` prior (the suite's held-out reference stoppers), at 1/2x, 1x and 2x the task's
-price, through :func:`evalstop_experiments.compare`.  Prints each one's score against
+price, through :func:`evalstop_experiments.compare_each` (each stopper plays each seed
+once).  ``--curves`` replays another corpus in the task's place (its test runs are
+scored, its train runs refit the prior and measure the noise).  Prints each one's score against
 the CurveOracle and the difference (stopper minus Bayes, in score units) with its 95 %
 interval, a bootstrap over the task's test runs: above a prior only where the interval
 excludes 0.
@@ -20,7 +23,7 @@ import sys
 import time
 
 from baselines.bayes import BayesStopper
-from evalstop_experiments import compare
+from evalstop_experiments import compare_each
 from evalstop_experiments.scoring import StopperSpec, refit_bayes, stopper_spec
 from evalstop_gym import ConfigError
 
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=30, help="test seeds 0..N-1 (default 30)")
     p.add_argument("--n-jobs", type=int, default=None, help="jobs per episode (default the task's)")
     p.add_argument("--policy", action="append", default=None, help="a stopper spec (repeatable)")
+    p.add_argument("--curves", default=None, help="a corpus JSONL to replay (default the task's)")
     args = p.parse_args(argv)
     try:
         specs = [
@@ -58,31 +62,34 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    corpus = f" on {args.curves}" if args.curves else ""
     print(
-        f"{args.task}, test seeds 0-{args.seeds - 1}, scores against the CurveOracle [95 % CI over runs]"
+        f"{args.task}{corpus}, test seeds 0-{args.seeds - 1}, "
+        "scores against the CurveOracle [95 % CI over runs]"
     )
     print("| stopper | against | price | stopper's score | Bayes's score | difference [95 % CI] |")
     print("|---|---|---|---|---|---|")
-    for spec in specs:
-        for name, factory in BAYES.items():
-            t0 = time.process_time()
-            rows = compare(
-                spec,
-                StopperSpec(name, factory),
-                args.task,
-                seeds=range(args.seeds),
-                prices=PRICE_FACTORS,
-                n_jobs=args.n_jobs,
-            )
-            for r in rows:
-                print(
-                    f"| {r.a} | {r.b} | {r.price_factor:g}x | {r.score_a:.2f} | {r.score_b:.2f} "
-                    f"| {r.diff:+.2f} [{r.diff_lo:+.2f}, {r.diff_hi:+.2f}] |",
-                    flush=True,
-                )
-            print(
-                f"<!-- {spec.name} vs {name}: {time.process_time() - t0:.0f} CPU-s -->", flush=True
-            )
+    t0 = time.process_time()
+    try:
+        rows = compare_each(
+            specs,
+            [StopperSpec(name, factory) for name, factory in BAYES.items()],
+            args.task,
+            seeds=range(args.seeds),
+            prices=PRICE_FACTORS,
+            n_jobs=args.n_jobs,
+            curves=args.curves,
+        )
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for r in sorted(rows, key=lambda r: (r.a, r.b, r.price_factor)):
+        print(
+            f"| {r.a} | {r.b} | {r.price_factor:g}x | {r.score_a:.2f} | {r.score_b:.2f} "
+            f"| {r.diff:+.2f} [{r.diff_lo:+.2f}, {r.diff_hi:+.2f}] |",
+            flush=True,
+        )
+    print(f"<!-- {time.process_time() - t0:.0f} CPU-s -->", flush=True)
     return 0
 
 

@@ -11,6 +11,6 @@ own).  :mod:`~evalstop_experiments.experiments` holds one module per experiment,
 :mod:`~evalstop_experiments.reproduce` runs them all.
 """
 
-from .scoring import Comparison, ScoreRow, compare, score
+from .scoring import Comparison, ScoreRow, compare, compare_each, score
 
-__all__ = ["Comparison", "ScoreRow", "compare", "score"]
+__all__ = ["Comparison", "ScoreRow", "compare", "compare_each", "score"]

@@ -1177,47 +1177,101 @@ def compare(
     :func:`score` (``a`` and ``b`` take what its ``policy`` takes; ``isolated`` applies to
     both), and their difference is scored paired, episode by episode (run by run on a
     held-out task), which is narrower than comparing two scores' separate intervals.
+    :func:`compare_each` compares several stoppers with several others in one play.
     """
     if not isinstance(names, tuple) or len(names) != 2:
         raise ConfigError("names", names, "a pair (name of a or None, name of b or None)")
     spec_a = _as_spec(a, names[0], isolated, "a")
     spec_b = _as_spec(b, names[1], isolated, "b")
+    return compare_each(
+        [spec_a], [spec_b], task, seeds=seeds, prices=prices, n_jobs=n_jobs, curves=curves
+    )
+
+
+def compare_each(
+    stoppers: Sequence[Policy | StopperSpec | str],
+    against: Sequence[Policy | StopperSpec | str],
+    task: str,
+    *,
+    seeds: Iterable[int] | str = range(30),
+    prices: Sequence[float] = (1.0,),
+    n_jobs: int | None = None,
+    curves: str | None = None,
+    isolated: bool = False,
+) -> list[Comparison]:
+    """:func:`compare` of every one of ``stoppers`` with every one of ``against``.
+
+    Each stopper plays the test seeds once per price (not once per pair), beside NoStop
+    and the task's reference, so a stopper's score is the same in all its pairs.
+    Returns the comparisons price by price, then in the order of ``stoppers``, then of
+    ``against``.
+    """
+    for arg, given in (("stoppers", stoppers), ("against", against)):
+        if isinstance(given, str | bytes) or not isinstance(given, Sequence) or not given:
+            raise ConfigError(arg, given, "a non-empty list of stoppers (objects or specs)")
+    specs = [_as_spec(p, None, isolated, "stoppers") for p in stoppers]
+    specs += [_as_spec(p, None, isolated, "against") for p in against]
+    n_a = len(stoppers)
     seeds = resolve_seeds(seeds)
     out = []
     for factor in prices:
         kw = env_kwargs(task, factor, n_jobs, curves)
         nostop, ref = Stopper(NOSTOP, "NoStop", NoStop()), reference_stopper(kw)
-        sa, sb = spec_a.build(task, kw), spec_b.build(task, kw)
-        stoppers = [nostop, sa, sb, ref]
-        runs = play_stoppers(kw, stoppers, seeds)
-        ua, ub = ([r["utility"] for r in rs] for rs in runs[1:3])
-        _, u0, uref, groups, units = reference_sums(kw, seeds, stoppers, runs)
-        u_diff = paired_diff_ci(ua, ub)  # as score_task takes U - U0; over runs when held out
-        if units is None:
-            scores = paired_score_diff(ua, ub, u0, uref)
-        else:
-            sums_a, sums_b = (unit_sums(groups, [r["job_terms"] for r in rs]) for rs in runs[1:3])
-            scores = run_bootstrap_score_diff(sums_a, sums_b, *units)
-            u_diff = (u_diff[0], *run_bootstrap_diff(sums_a, sums_b, len(seeds)))
-        out.append(
-            Comparison(
-                task=task,
-                price_factor=factor,
-                reference=reference_for(kw),
-                seeds=len(seeds),
-                a=sa.name,
-                b=sb.name,
-                score_a=scores[0],
-                score_b=scores[1],
-                diff=scores[2],
-                diff_lo=scores[3],
-                diff_hi=scores[4],
-                u_diff=u_diff[0],
-                u_diff_lo=u_diff[1],
-                u_diff_hi=u_diff[2],
-            )
-        )
+        built = [spec.build(task, kw) for spec in specs]
+        stoppers_played = [nostop, *built, ref]
+        runs = play_stoppers(kw, stoppers_played, seeds)
+        _, u0, uref, groups, units = reference_sums(kw, seeds, stoppers_played, runs)
+        played = runs[1:-1]
+        utils = [[r["utility"] for r in rs] for rs in played]
+        sums = None
+        if units is not None:
+            sums = [unit_sums(groups, [r["job_terms"] for r in rs]) for rs in played]
+        for i in range(n_a):
+            for j in range(n_a, len(built)):
+                out.append(
+                    _comparison(task, factor, kw, seeds, built, utils, sums, u0, uref, units, i, j)
+                )
     return out
+
+
+def _comparison(
+    task: str,
+    factor: float,
+    kw: dict[str, Any],
+    seeds: Sequence[int],
+    built: Sequence[Stopper],
+    utils: Sequence[Sequence[float]],
+    sums: Sequence[Any] | None,
+    u0: Sequence[float],
+    uref: Sequence[float],
+    units: tuple[UnitSums, UnitSums] | None,
+    i: int,
+    j: int,
+) -> Comparison:
+    """The :class:`Comparison` of played stopper ``i`` with played stopper ``j``."""
+    ua, ub = utils[i], utils[j]
+    u_diff = paired_diff_ci(ua, ub)  # as score_task takes U - U0; over runs when held out
+    if units is None or sums is None:
+        scores = paired_score_diff(ua, ub, u0, uref)
+    else:
+        scores = run_bootstrap_score_diff(sums[i], sums[j], *units)
+        u_diff = (u_diff[0], *run_bootstrap_diff(sums[i], sums[j], len(seeds)))
+    return Comparison(
+        task=task,
+        price_factor=factor,
+        reference=reference_for(kw),
+        seeds=len(seeds),
+        a=built[i].name,
+        b=built[j].name,
+        score_a=scores[0],
+        score_b=scores[1],
+        diff=scores[2],
+        diff_lo=scores[3],
+        diff_hi=scores[4],
+        u_diff=u_diff[0],
+        u_diff_lo=u_diff[1],
+        u_diff_hi=u_diff[2],
+    )
 
 
 #: How many seeds ``seeds="fresh"`` draws.

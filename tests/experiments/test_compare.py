@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("scipy")
 
 from baselines.policies import EvalStop, NoStop, StopAtProgress
-from evalstop_experiments import Comparison, compare, score, scoring
+from evalstop_experiments import Comparison, compare, compare_each, score, scoring
 from evalstop_gym import ConfigError
 
 SMALL = {"seeds": range(3), "n_jobs": 20}
@@ -75,6 +75,41 @@ def test_on_the_heldout_task_the_difference_is_resampled_by_run() -> None:
         (alone.score, alone.score_lo, alone.score_hi)
     )
     assert (r.u_diff_lo, r.u_diff_hi) == pytest.approx((alone.u_minus_u0_lo, alone.u_minus_u0_hi))
+
+
+class CountingEvalStop(EvalStop):
+    """EvalStop(k) that counts the episodes it starts (``reset`` calls)."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__(k)
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.resets += 1
+        super().reset()
+
+
+@pytest.mark.parametrize("task", ["hard-0.12", "trl-heldout"])
+def test_compare_each_gives_every_pairs_comparison_from_one_play(task) -> None:
+    mine = [CountingEvalStop(2), StopAtProgress(0.5)]
+    others = [NoStop(), EvalStop(3), StopAtProgress(0.7)]
+    rows = compare_each(mine, others, task, prices=(1.0, 2.0), **SMALL)
+    assert len(rows) == 2 * len(mine) * len(others)
+    # each stopper plays each seed once per price, not once per pair
+    assert mine[0].resets == 2 * len(SMALL["seeds"])
+    pairs = [(f, a, b) for f in (1.0, 2.0) for a in mine for b in others]
+    for r, (factor, a, b) in zip(rows, pairs):
+        (alone,) = compare(a, b, task, prices=(factor,), **SMALL)
+        assert r.as_dict() == alone.as_dict()
+
+
+@pytest.mark.parametrize(
+    ("stoppers", "against"),
+    [([], [NoStop()]), ([NoStop()], []), ("pretrained:general", [NoStop()]), ([NoStop()], None)],
+)
+def test_compare_each_refuses_what_is_not_a_list_of_stoppers(stoppers, against) -> None:
+    with pytest.raises(ConfigError, match="stoppers|against"):
+        compare_each(stoppers, against, "hard-0.12", n_jobs=20)
 
 
 @pytest.mark.parametrize(
