@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalstop_gym.suite import PACKAGED_TASKS, PRICE_FACTORS, SUITE_TASKS
+from evalstop_gym.suite import HELDOUT_TASKS, PACKAGED_TASKS, PRICE_FACTORS, SUITE_TASKS
 
 from ..plan import Experiment, Plan, ReproduceOptions
 from ..scoring import (
@@ -76,17 +76,23 @@ def run_e8(
     positions: dict[tuple[str, float, str], tuple[np.ndarray, np.ndarray]] | None = None,
     extra_stoppers: Sequence[StopperSpec] = (),
 ) -> list[ScoreRow]:
-    """Every (task, price) of the suite; a corpus task (``micro-rlhf``) joins if ``curves``.
+    """Every (task, price) of the suite; ``curves`` is the corpus of the tasks that take one.
 
+    A held-out task among ``tasks`` replays ``curves`` in place of its packaged corpus;
+    without one, the corpus task ``micro-rlhf`` joins to replay them (name it in
+    ``tasks`` to have both).  A shipped corpus task keeps its own corpus.
     ``positions``: see :func:`run_task`; ``extra_stoppers``: stoppers scored beside the suite's.
     """
-    tasks = list(tasks) + (["micro-rlhf"] if curves and "micro-rlhf" not in tasks else [])
+    heldout = any(t in HELDOUT_TASKS for t in tasks)
+    tasks = list(tasks) + (
+        ["micro-rlhf"] if curves and not heldout and "micro-rlhf" not in tasks else []
+    )
     rows: list[ScoreRow] = []
     for task in tasks:
         for f in factors:
             if progress is not None:
                 progress(f"E8 {task} at {f:g}x price")
-            # a shipped corpus task keeps its own corpus; ``curves`` is micro-rlhf's
+            # a shipped corpus task keeps its own corpus; ``curves`` is the others'
             own = None if task in PACKAGED_TASKS else curves
             more = {} if positions is None else {"positions": positions}
             rows += run_task(task, f, seeds, val_seeds, n_jobs, own, extra=extra_stoppers, **more)
@@ -165,7 +171,9 @@ def add_suite_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_suite(args: argparse.Namespace) -> int:
     """``evalstop-gym benchmark --suite``: run E8, print the table, write CSV + Markdown.
 
-    ``--curves PATH`` adds the micro-RLHF corpus task; ``--n-jobs`` shrinks episodes;
+    ``--curves PATH`` replays a corpus: in a held-out task named in ``--tasks`` (its test
+    runs scored, its train runs tuned on), else in the micro-RLHF corpus task, which
+    joins; ``--n-jobs`` shrinks episodes;
     each ``--policy SPEC`` (``module:Class``, ``path/to/file.py:Class``,
     ``pretrained:NAME``, ``model:PATH``) is scored beside the suite's stoppers.
     """

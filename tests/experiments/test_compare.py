@@ -108,7 +108,7 @@ def test_compare_each_gives_every_pairs_comparison_from_one_play(task) -> None:
     [([], [NoStop()]), ([NoStop()], []), ("pretrained:general", [NoStop()]), ([NoStop()], None)],
 )
 def test_compare_each_refuses_what_is_not_a_list_of_stoppers(stoppers, against) -> None:
-    with pytest.raises(ConfigError, match="stoppers|against"):
+    with pytest.raises(ConfigError, match=r"stoppers|against"):
         compare_each(stoppers, against, "hard-0.12", n_jobs=20)
 
 

@@ -44,6 +44,13 @@ def test_suite_keeps_the_trl_corpus_when_given_micro_rlhf_curves(monkeypatch) ->
     monkeypatch.setattr(e8, "run_task", fake_run_task)
     e8.run_e8(["trl-gao"], range(2), factors=(1.0,), curves="/micro.jsonl")
     assert seen == {"trl-gao": None, "micro-rlhf": "/micro.jsonl"}
+    # a held-out task named with curves replays them; micro-rlhf joins only when named
+    seen.clear()
+    e8.run_e8(["trl-heldout"], range(2), factors=(1.0,), curves="/runs.jsonl")
+    assert seen == {"trl-heldout": "/runs.jsonl"}
+    seen.clear()
+    e8.run_e8(["trl-heldout", "micro-rlhf"], range(2), factors=(1.0,), curves="/runs.jsonl")
+    assert seen == {"trl-heldout": "/runs.jsonl", "micro-rlhf": "/runs.jsonl"}
 
 
 @pytest.fixture(scope="module")
