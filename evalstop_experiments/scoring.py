@@ -652,8 +652,29 @@ class StopperSpec:
     factory: Callable[[str, dict[str, Any]], Policy]
 
     def build(self, task: str, kw: dict[str, Any]) -> Stopper:
-        """The stopper for ``task`` (env kwargs ``kw``)."""
-        return Stopper(EXTRA, self.name, self.factory(task, kw))
+        """The stopper for ``task`` (env kwargs ``kw``); refused if not behind the boundary."""
+        policy = self.factory(task, kw)
+        check_boundary_policy(policy, self.name)
+        return Stopper(EXTRA, self.name, policy)
+
+
+def check_boundary_policy(policy: Any, shown: str) -> None:
+    """Refuse, naming it ``shown``, a scored stopper that is not a policy behind the boundary.
+
+    A policy has ``act(obs)`` and ``reset()``.  ``None`` and an object with
+    ``privileged = True`` would be played as the references are, bound to the episode's
+    simulator and its hidden curves (:func:`baselines.evaluate.play_episode`): an upper
+    bound, never a stopper to score.
+    """
+    if policy is None or bool(getattr(policy, "privileged", False)):
+        raise ConfigError(
+            "policy",
+            shown,
+            "a stopper behind the boundary, not None nor a privileged object "
+            "(privileged = True: it would read the simulator's hidden curves)",
+        )
+    if not (callable(getattr(policy, "act", None)) and callable(getattr(policy, "reset", None))):
+        raise ConfigError("policy", shown, "an object with act(obs) and reset() methods")
 
 
 @dataclass(frozen=True)
@@ -696,6 +717,8 @@ class PolicySource:
         obj = getattr(module, attr, None)
         if not callable(obj):
             raise ConfigError("policy", self.spec, f"a class {attr!r} defined in {where}")
+        if isinstance(obj, type) and getattr(obj, "privileged", False):
+            check_boundary_policy(obj, self.spec)  # refused before one is built
         return obj
 
     def __call__(self, task: str, kw: dict[str, Any]) -> Policy:
@@ -1122,6 +1145,7 @@ def _as_spec(
     if isinstance(policy, StopperSpec):
         return policy
     shown = name or getattr(policy, "name", None) or type(policy).__name__
+    check_boundary_policy(policy, str(shown))
     return StopperSpec(str(shown), _Given(policy))
 
 

@@ -166,3 +166,77 @@ def test_the_env_accepts_the_largest_seed() -> None:
 def test_bad_seeds_fail_with_the_field_named(seeds) -> None:
     with pytest.raises(ConfigError, match="seeds"):
         score(EvalStop(2), "hard-0.12", seeds=seeds, n_jobs=10)
+
+
+PRIVILEGED_FILE = textwrap.dedent(
+    '''
+    from baselines.curve_oracle import CurveOracle
+
+    class Declared(CurveOracle):
+        """A tweak of the CurveOracle: it reads the simulator, so it is no stopper."""
+
+    class Sneaky:
+        """Declares itself privileged only once built."""
+
+        name = "Sneaky"
+
+        def __init__(self):
+            self.privileged = True
+
+        def bind(self, sim, price):
+            raise AssertionError("bound to the simulator")
+
+        def reset(self):
+            pass
+
+        def act(self, obs):
+            return 0
+    '''
+)
+
+
+@pytest.fixture
+def no_episode(monkeypatch) -> None:
+    """Any episode played fails the test: a refusal must come first."""
+
+    def played(*args, **kwargs):
+        raise AssertionError("an episode was played")
+
+    monkeypatch.setattr(scoring, "play", played)
+    monkeypatch.setattr(scoring, "tune_floors", played)
+
+
+def test_what_would_read_the_simulator_is_refused_before_any_episode(
+    tmp_path: Path, no_episode
+) -> None:
+    from baselines.curve_oracle import CurveOracle
+    from baselines.oracle import OracleStopper
+
+    path = tmp_path / "privileged.py"
+    path.write_text(PRIVILEGED_FILE)
+    hidden = "privileged|hidden curves"
+    for policy, match in [
+        (None, hidden),  # would play the Oracle
+        (OracleStopper(), hidden),
+        (CurveOracle(), hidden),
+        (f"{path}:Declared", hidden),  # refused when the spec is read
+        (f"{path}:Sneaky", hidden),  # refused when built, before it plays
+        (42, "act"),
+        (object(), "act"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            score(policy, "hard-0.12", **SMALL)
+        with pytest.raises(ConfigError, match=match):
+            scoring.compare_each([EvalStop(2)], [policy], "hard-0.12", **SMALL)
+    with pytest.raises(ConfigError, match=hidden):
+        scoring.stopper_spec(f"{path}:Declared")
+
+
+def test_benchmark_suite_refuses_a_privileged_class_in_one_line(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "privileged.py"
+    path.write_text(PRIVILEGED_FILE)
+    argv = ["benchmark", "--suite", "--tasks", "hard-0.12", "--seeds", "2", "--n-jobs", "20"]
+    assert main([*argv, "--policy", f"{path}:Declared", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Declared" in err[0] and "privileged" in err[0]
+    assert not (tmp_path / "out").exists()
