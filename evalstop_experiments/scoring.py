@@ -76,12 +76,12 @@ from evalstop_gym.envs.config import EvalStopConfig
 from evalstop_gym.envs.core import BOUNDS
 from evalstop_gym.envs.evalstop import EvalStopEnv
 from evalstop_gym.envs.tables import observation_rows
-from evalstop_gym.errors import ConfigError
+from evalstop_gym.errors import ConfigError, is_real
 from evalstop_gym.fileio import atomic_open, atomic_write, file_identity
 from evalstop_gym.sim.metrics import stop_values
 from evalstop_gym.sim.real_curves import corpus_eval_noise, job_runs
 from evalstop_gym.sim.workloads import JOB_TYPES
-from evalstop_gym.suite import is_heldout, suite_task, tuning_kwargs
+from evalstop_gym.suite import CORPUS_TASKS, HELDOUT_TASKS, is_heldout, suite_task, tuning_kwargs
 
 from .stats import seed_blocks
 
@@ -1103,7 +1103,8 @@ def score(
             so no stopper can have seen them.
         prices: Factors of the suite's GPU-hour price.
         n_jobs: Jobs per episode (default: the task's).
-        curves: The corpus of a corpus task (``micro-rlhf``).
+        curves: The corpus of a corpus task (``micro-rlhf``), or one a held-out task
+            replays in place of its own (its test runs scored, its train runs tuned on).
         name: Its display name (default: its class name or spec).
         isolated: Play the stopper from its own process (:func:`isolated_spec`; ``policy``
             must then be a spec string).  In-process scoring is not a sandbox: an
@@ -1117,6 +1118,7 @@ def score(
         U − U0 with its CI, ΔJCT and the honest metrics.
     """
     spec = _as_spec(policy, name, isolated)
+    check_run_arguments(task, prices, curves)
     seeds = resolve_seeds(seeds)
     rows = []
     for factor in prices:
@@ -1128,6 +1130,28 @@ def score(
         ]
         rows.append(score_task(task, factor, kw, stoppers, seeds)[1])
     return rows
+
+
+def check_run_arguments(task: str, prices: Any, curves: Any) -> None:
+    """Refuse, before any episode, price factors or a corpus that :func:`score` cannot use.
+
+    ``prices``: a non-empty sequence of finite numbers > 0 (at price 0 stopping saves
+    nothing and a score is undefined).  ``curves``: only for a corpus or held-out task.
+    """
+    if (
+        isinstance(prices, str | bytes)
+        or not isinstance(prices, Sequence)
+        or not prices
+        or not all(is_real(f) and math.isfinite(f) and f > 0 for f in prices)
+    ):
+        raise ConfigError("prices", prices, "a non-empty sequence of price factors > 0")
+    if curves is not None and task not in CORPUS_TASKS and task not in HELDOUT_TASKS:
+        suite_task(task)  # an unknown name is refused as such first
+        raise ConfigError(
+            "curves",
+            curves,
+            f"None for the synthetic task {task!r} (a corpus or held-out task replays one)",
+        )
 
 
 def _as_spec(
@@ -1235,6 +1259,7 @@ def compare_each(
             raise ConfigError(arg, given, "a non-empty list of stoppers (objects or specs)")
     specs = [_as_spec(p, None, isolated, "stoppers") for p in stoppers]
     specs += [_as_spec(p, None, isolated, "against") for p in against]
+    check_run_arguments(task, prices, curves)
     n_a = len(stoppers)
     seeds = resolve_seeds(seeds)
     out = []

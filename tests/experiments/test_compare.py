@@ -118,11 +118,30 @@ def test_compare_each_refuses_what_is_not_a_list_of_stoppers(stoppers, against) 
         ({"names": ("x",)}, "names"),
         ({"isolated": "yes"}, "isolated"),
         ({"seeds": []}, "seeds"),
+        ({"prices": ()}, "prices"),
+        ({"prices": 1.0}, "prices"),
+        ({"prices": (0,)}, "prices"),  # nothing to gain by stopping: no score
+        ({"prices": (1.0, float("nan"))}, "prices"),
+        ({"prices": (True,)}, "prices"),
+        ({"prices": "1"}, "prices"),
+        ({"curves": "/runs.jsonl"}, "synthetic task 'hard-0.12'"),  # not silently ignored
     ],
 )
-def test_bad_arguments_are_refused_before_any_episode(kwargs, match) -> None:
+def test_bad_arguments_are_refused_before_any_episode(kwargs, match, monkeypatch) -> None:
+    def played(*args, **kw):
+        raise AssertionError("an episode was played")
+
+    monkeypatch.setattr(scoring, "play", played)
     with pytest.raises(ConfigError, match=match):
         compare(EvalStop(2), NoStop(), "hard-0.12", **{"n_jobs": 20, **kwargs})
+    if "names" not in kwargs:
+        with pytest.raises(ConfigError, match=match):
+            score(EvalStop(2), "hard-0.12", **{"n_jobs": 20, **kwargs})
+
+
+def test_an_unknown_task_with_curves_is_refused_as_an_unknown_task() -> None:
+    with pytest.raises(ConfigError, match="task='nope'"):
+        score(EvalStop(2), "nope", curves="/runs.jsonl", n_jobs=20)
 
 
 def test_a_spec_that_does_not_load_is_refused_by_its_value() -> None:
