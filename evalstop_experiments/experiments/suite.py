@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalstop_gym.errors import ConfigError
 from evalstop_gym.suite import HELDOUT_TASKS, PACKAGED_TASKS, PRICE_FACTORS, SUITE_TASKS
 
 from ..plan import Experiment, Plan, ReproduceOptions
@@ -87,15 +88,22 @@ def run_e8(
     tasks = list(tasks) + (
         ["micro-rlhf"] if curves and not heldout and "micro-rlhf" not in tasks else []
     )
+    if len(set(tasks)) != len(tasks):
+        raise ConfigError("tasks", ",".join(tasks), "each task once")
+    # a shipped corpus task keeps its own corpus; ``curves`` is the others'
+    own = {task: None if task in PACKAGED_TASKS else curves for task in tasks}
+    for task in tasks:  # every task's name, corpus and sizes checked before any is played
+        for f in factors:
+            env_kwargs(task, f, n_jobs, own[task])
     rows: list[ScoreRow] = []
     for task in tasks:
         for f in factors:
             if progress is not None:
                 progress(f"E8 {task} at {f:g}x price")
-            # a shipped corpus task keeps its own corpus; ``curves`` is the others'
-            own = None if task in PACKAGED_TASKS else curves
             more = {} if positions is None else {"positions": positions}
-            rows += run_task(task, f, seeds, val_seeds, n_jobs, own, extra=extra_stoppers, **more)
+            rows += run_task(
+                task, f, seeds, val_seeds, n_jobs, own[task], extra=extra_stoppers, **more
+            )
     return rows
 
 

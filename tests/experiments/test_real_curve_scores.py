@@ -7,6 +7,8 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
+from evalstop_gym.errors import ConfigError
+
 # The harness's statistics need SciPy (the cli extra); a core install has none.
 pytest.importorskip("scipy")
 
@@ -33,7 +35,7 @@ def test_trl_task_uses_the_shipped_corpus_without_a_path(monkeypatch) -> None:
     env.close()
 
 
-def test_suite_keeps_the_trl_corpus_when_given_micro_rlhf_curves(monkeypatch) -> None:
+def test_suite_keeps_the_trl_corpus_when_given_micro_rlhf_curves(monkeypatch, tmp_path) -> None:
     """``run_e8(curves=...)`` gives the micro-RLHF corpus to ``micro-rlhf`` only."""
     seen: dict[str, str | None] = {}
 
@@ -42,15 +44,35 @@ def test_suite_keeps_the_trl_corpus_when_given_micro_rlhf_curves(monkeypatch) ->
         return []
 
     monkeypatch.setattr(e8, "run_task", fake_run_task)
-    e8.run_e8(["trl-gao"], range(2), factors=(1.0,), curves="/micro.jsonl")
-    assert seen == {"trl-gao": None, "micro-rlhf": "/micro.jsonl"}
+    micro, runs = str(tmp_path / "micro.jsonl"), str(tmp_path / "runs.jsonl")
+    for path in (micro, runs):
+        open(path, "w").close()
+    e8.run_e8(["trl-gao"], range(2), factors=(1.0,), curves=micro)
+    assert seen == {"trl-gao": None, "micro-rlhf": micro}
     # a held-out task named with curves replays them; micro-rlhf joins only when named
     seen.clear()
-    e8.run_e8(["trl-heldout"], range(2), factors=(1.0,), curves="/runs.jsonl")
-    assert seen == {"trl-heldout": "/runs.jsonl"}
+    e8.run_e8(["trl-heldout"], range(2), factors=(1.0,), curves=runs)
+    assert seen == {"trl-heldout": runs}
     seen.clear()
-    e8.run_e8(["trl-heldout", "micro-rlhf"], range(2), factors=(1.0,), curves="/runs.jsonl")
-    assert seen == {"trl-heldout": "/runs.jsonl", "micro-rlhf": "/runs.jsonl"}
+    e8.run_e8(["trl-heldout", "micro-rlhf"], range(2), factors=(1.0,), curves=runs)
+    assert seen == {"trl-heldout": runs, "micro-rlhf": runs}
+
+
+@pytest.mark.parametrize(
+    ("tasks", "curves", "match"),
+    [
+        (["hard-0.12", "nope"], None, "task='nope'"),
+        (["hard-0.12", "hard-0.12"], None, "each task once"),
+        (["hard-0.12", "trl-heldout"], "/nonexistent.jsonl", "curves="),
+    ],
+)
+def test_the_suite_refuses_a_bad_task_before_playing_any(monkeypatch, tasks, curves, match) -> None:
+    def played(*args, **kwargs):
+        raise AssertionError("a task was played")
+
+    monkeypatch.setattr(e8, "run_task", played)
+    with pytest.raises(ConfigError, match=match):
+        e8.run_e8(tasks, range(2), curves=curves)
 
 
 @pytest.fixture(scope="module")
