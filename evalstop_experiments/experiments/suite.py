@@ -185,6 +185,14 @@ def cmd_suite(args: argparse.Namespace) -> int:
     each ``--policy SPEC`` (``module:Class``, ``path/to/file.py:Class``,
     ``pretrained:NAME``, ``model:PATH``) is scored beside the suite's stoppers.
     """
+    written = [Path(args.out) / f"E8.{ext}" for ext in ("csv", "md")]
+    if any(p.exists() for p in written):
+        raise ConfigError(
+            "out",
+            str(args.out),
+            "a folder without E8.csv and E8.md (a finished table is never overwritten: "
+            "choose another --out or move them)",
+        )
     tasks = args.tasks.split(",") if args.tasks else SUITE_TASKS
     # a bad spec fails before any episode; --isolated plays each from its own process
     make = isolated_spec if getattr(args, "isolated", False) else stopper_spec

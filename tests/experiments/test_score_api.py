@@ -126,9 +126,15 @@ def test_benchmark_suite_scores_a_users_file(user_file: Path, tmp_path: Path, ca
     assert main([*argv, "--policy", f"{user_file}:Mine", "--out", str(out)]) == 0
     assert f"| hard-0.12 | Bayes | {user_file}:Mine |" in (out / "E8.md").read_text()
     capsys.readouterr()
-    assert main([*argv, "--policy", f"{user_file}:Nope", "--out", str(out)]) == 2
+    assert main([*argv, "--policy", f"{user_file}:Nope", "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("evalstop-gym: error: policy")
+    # the finished table is never overwritten: a second run into its folder is refused
+    table = (out / "E8.csv").read_bytes(), (out / "E8.md").read_bytes()
+    assert main([*argv, "--policy", f"{user_file}:Mine", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("evalstop-gym: error: out") and "E8.csv" in err[0]
+    assert ((out / "E8.csv").read_bytes(), (out / "E8.md").read_bytes()) == table
 
 
 def test_the_readme_scores_a_stopper_from_a_users_file(tmp_path, monkeypatch) -> None:
