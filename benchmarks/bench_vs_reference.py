@@ -216,9 +216,10 @@ def bench_eval(trees: dict[str, Path], n: int, tmp: Path, model: str | None) -> 
     """One periodic evaluation: the reference's SB3 ``evaluate_policy``, this tree's batch."""
     if model is None:
         model = str(tmp / "model.zip")
-        cmd = ["-m", "evalstop_cli.main", "train", "--task", "hard-0.05"]
-        cmd += ["--timesteps", "30000", "--out", model, "--no-progress"]
-        run_in(trees["new"], cmd, tmp)
+        if not Path(model).exists():  # a kept folder's model is reused (train never overwrites)
+            cmd = ["-m", "evalstop_cli.main", "train", "--task", "hard-0.05"]
+            cmd += ["--timesteps", "30000", "--out", model, "--no-progress"]
+            run_in(trees["new"], cmd, tmp)
     scripts = {"ref": EVAL_SB3, "new": EVAL_BATCH}
 
     def job(name: str, tree: Path, r: int):

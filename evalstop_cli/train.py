@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from baselines.training.conditioning import CONDITIONS
@@ -123,12 +124,28 @@ def train_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
+def check_new_model_path(model: Path) -> None:
+    """Refuse a model path (or its ``.sha256`` record) that exists: a model is never overwritten."""
+    from evalstop_gym.errors import ConfigError
+
+    for path in (model, model.with_name(model.name + ".sha256")):
+        if path.exists():
+            raise ConfigError(
+                "out",
+                str(model),
+                f"a new file ({path} exists and is never overwritten: choose another --out "
+                "or move it)",
+            )
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """``evalstop-gym train``: train, save, print the budget and learning curve."""
     if args.algo == LSM:
         return cmd_train_lsm(args)
     from baselines.training import TrainConfig, train
 
+    out = Path(args.out)
+    check_new_model_path(out if out.suffix == ".zip" else out.with_suffix(".zip"))
     config = TrainConfig(
         out=args.out,
         algo=args.algo,
@@ -173,6 +190,7 @@ def cmd_train_lsm(args: argparse.Namespace) -> int:
         train_env_kwargs(args)  # a bad task fails before any episode
     if not args.price_factor > 0:
         raise ConfigError("price_factor", args.price_factor, "a number > 0")
+    check_new_model_path(Path(args.out))
     seed = None if args.seed == 0 else args.seed
     res = train_lsm(
         args.task, args.out, episodes=args.episodes, seed=seed, factor=args.price_factor

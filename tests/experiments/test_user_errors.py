@@ -296,3 +296,28 @@ def test_every_extra_the_cli_names_installs_its_module() -> None:
         names = {re.split(r"[<>=!~ \[;]", r)[0].lower().replace("-", "_") for r in extras[extra]}
         wanted = distribution.get(module, module).lower().replace("-", "_")
         assert wanted in names, (module, extra, sorted(names))
+
+
+@pytest.mark.parametrize("name", ["m.npz", "m.npz.sha256"])
+def test_train_never_overwrites_a_model_file(name, tmp_path, capsys) -> None:
+    """A file at --out (or at its .sha256 record) is refused before any episode; its bytes stay."""
+    mine = tmp_path / name
+    mine.write_text("mine\n")
+    out = tmp_path / "m.npz"
+    argv = ["train", "--algo", "lsm", "--task", "paper-0.12", "--episodes", "2", "--out", str(out)]
+    assert main(argv) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"out={str(out)!r} is not allowed: a new file" in line and "never overwritten" in line
+    assert mine.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [mine]
+
+
+def test_train_with_sb3_never_overwrites_the_zip_it_would_write(tmp_path, capsys) -> None:
+    pytest.importorskip("stable_baselines3")
+    mine = tmp_path / "m.zip"
+    mine.write_text("mine\n")
+    assert (
+        main(["train", "--task", "hard-0.05", "--timesteps", "10", "--out", str(tmp_path / "m")])
+        == 2
+    )
+    assert "never overwritten" in _one_error_line(capsys.readouterr().err)
+    assert mine.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [mine]
