@@ -35,6 +35,7 @@ from baselines.policies import Policy
 from evalstop_gym.corpus import CurveTrace, load_openrlhf_log, load_trl_trainer_state, read_traces
 from evalstop_gym.corpus.format import CurveTraceError, json_lines
 from evalstop_gym.errors import ConfigError
+from evalstop_gym.fileio import atomic_savefig, atomic_write
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 from .scoring import PolicySource
@@ -327,11 +328,10 @@ def plot_replays(
         ax.axis("off")
     fig.suptitle("stop (dashed) and the checkpoint kept (star)", fontsize=10)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    try:
+        return atomic_savefig(fig, out, dpi=110)
+    finally:
+        plt.close(fig)
 
 
 # ------------------------------------------------------------------------------ the command
@@ -434,6 +434,14 @@ def _replay_command(args: argparse.Namespace) -> int:
         raise ModuleNotFoundError("--plot needs matplotlib", name="matplotlib")
     if args.scale and args.scale_from:
         raise ConfigError("--scale", args.scale, "either --scale or --scale-from, not both")
+    outputs = [
+        (flag, path) for flag, path in (("--plot", args.plot), ("--json", args.json)) if path
+    ]
+    for flag, path in outputs:  # a file there, the user's or an earlier replay's, stays
+        if Path(path).exists():
+            raise ConfigError(flag, path, "a new file (a file there is never overwritten)")
+    if len(outputs) == 2 and Path(args.plot).resolve() == Path(args.json).resolve():
+        raise ConfigError("--json", args.json, "a file other than --plot's")
     specs = args.policy or ["evalstop:2"]
     factories = [(spec, stopper_factory(spec)) for spec in specs]  # every spec checked first
     gib = not args.lower_is_better
@@ -460,7 +468,7 @@ def _replay_command(args: argparse.Namespace) -> int:
     ]
     print(format_table(results))
     if args.json:
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=1) + "\n")
+        atomic_write(args.json, json.dumps([r.to_dict() for r in results], indent=1) + "\n")
     if args.plot:
         metric = args.metric or "eval"
         print(f"plot: {plot_replays(traces, results, args.plot, metric)}")

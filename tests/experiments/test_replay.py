@@ -170,6 +170,26 @@ def test_cli_plots_each_curve_with_its_stops(tmp_path, capsys) -> None:
     assert out.stat().st_size > 1000 and f"plot: {out}" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("flag", ["--plot", "--json"])
+def test_cli_never_overwrites_a_file_at_plot_or_json(flag, tmp_path, capsys) -> None:
+    if flag == "--plot":
+        pytest.importorskip("matplotlib")
+    mine = tmp_path / ("stops.png" if flag == "--plot" else "r.json")
+    mine.write_text("mine\n")
+    assert main([*ARGS, flag, str(mine)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{flag}=" in err[0] and "never overwritten" in err[0]
+    assert mine.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [mine]
+
+
+def test_cli_refuses_one_file_for_both_plot_and_json(tmp_path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    same = str(tmp_path / "out.png")
+    assert main([*ARGS, "--plot", same, "--json", same]) == 2
+    assert "a file other than --plot's" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_warns_on_one_line_and_scales_from_other_runs(capsys) -> None:
     code = main(
         [
