@@ -25,6 +25,7 @@ import functools
 import json
 import os
 import platform
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -50,6 +51,7 @@ from .plan import Experiment, Plan, ReproduceOptions
 from .progress import ExperimentTiming, Reporter, RunClock, cpu_seconds, load_average
 from .report import write_report
 from .runner import (
+    MANIFEST,
     STAGES,
     Manifest,
     RunStats,
@@ -102,8 +104,32 @@ def reproduce(
         return _reproduce_locked(out, opts, (t0, cpu0, load0))
 
 
+#: The names of the files ``reproduce`` writes at the top of its output folder: the report,
+#: the timings, the experiments' tables and plots.
+TOP_LEVEL_NAME = re.compile(
+    r"^(REPORT\.md|timings\.json|example_curves\.png|E\d+[^/]*\.(csv|md|png)|e\d+_[^/]*\.png)$"
+)
+
+
+def foreign_outputs(out: Path) -> list[str]:
+    """Files at the top of ``out`` named as ``reproduce`` names its own, in a folder it never
+    used (no ``raw/MANIFEST.txt``): a run would overwrite them, and they are not its own."""
+    if not out.is_dir() or (out / "raw" / MANIFEST).exists():
+        return []
+    return sorted(p.name for p in out.iterdir() if p.is_file() and TOP_LEVEL_NAME.match(p.name))
+
+
 def _prepare(out: Path, opts: ReproduceOptions, clock: RunClock) -> None:
     """Refuse a used folder, or clean it for ``--resume`` / ``--fresh``, before any work."""
+    foreign = foreign_outputs(out)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (
+            f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        )
+        raise FileExistsError(
+            f"{out} holds {shown}, which reproduce writes but did not write there (the folder "
+            "has no raw/MANIFEST.txt): choose another --out or move them"
+        )
     selected = {e.id for e in EXPERIMENTS if e.runs(opts)} | {
         c.experiment for c in opts.extra_cells
     }

@@ -208,3 +208,22 @@ def test_resume_reuses_the_real_e8(tmp_path: Path) -> None:
     assert {t.experiment: t for t in res.timings}["E8"].all_reused
     assert (tmp_path / "E8.csv").read_bytes() == e8
     assert _without_timing(tmp_path / "REPORT.md") == report
+
+
+@pytest.mark.parametrize("name", ["REPORT.md", "E1.csv", "E8_stops_hard-0.12.png", "timings.json"])
+def test_files_it_would_overwrite_in_a_folder_it_never_used_are_refused(
+    tmp_path: Path, name: str
+) -> None:
+    mine = tmp_path / name
+    mine.write_text("mine\n")
+    (tmp_path / "notes.txt").write_text("also mine\n")  # a name reproduce never writes
+    for flags in ({}, {"resume": True}, {"fresh": True}):
+        with pytest.raises(FileExistsError, match=f"{name}.*did not write") as info:
+            reproduce(tmp_path, experiments=["E1"], **TINY, **flags)
+        assert "\n" not in str(info.value)
+    assert mine.read_text() == "mine\n" and not (tmp_path / "raw").exists()
+    # once the package has used a folder (its manifest), its own outputs are its to rewrite
+    mine.unlink()
+    reproduce(tmp_path, experiments=["E1"], **TINY)
+    reproduce(tmp_path, experiments=["E1"], resume=True, **TINY)
+    assert (tmp_path / "notes.txt").read_text() == "also mine\n"
