@@ -44,6 +44,7 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
+from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_open, atomic_savefig, atomic_write
 from evalstop_gym.parallel import Executor
 
@@ -370,6 +371,13 @@ def run(args: argparse.Namespace) -> int:
 
         return run_cli(args)
     if args.curves_command == "generate":
+        if (out / TRACES_FILE).exists():  # micro-RLHF runs keep no folders to resume from
+            raise ConfigError(
+                "out",
+                str(out),
+                f"a folder without {TRACES_FILE} (a corpus there is never overwritten: "
+                "choose another --out or move it)",
+            )
         make = functools.partial(generate_corpus, args.runs, out / TRACES_FILE, seed=args.seed)
         return generate_and_report(make, args, out / TRACES_FILE)
     if args.curves_command == "fit":

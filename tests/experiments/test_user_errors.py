@@ -321,3 +321,15 @@ def test_train_with_sb3_never_overwrites_the_zip_it_would_write(tmp_path, capsys
     )
     assert "never overwritten" in _one_error_line(capsys.readouterr().err)
     assert mine.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [mine]
+
+
+def test_curves_generate_never_overwrites_a_micro_rlhf_corpus(tmp_path, capsys) -> None:
+    """Micro-RLHF runs keep no folders to resume from: a traces.jsonl there is refused, kept."""
+    corpus = tmp_path / "traces.jsonl"
+    corpus.write_text("mine\n")
+    assert (
+        main(["curves", "generate", "--runs", "1", "--workers", "1", "--out", str(tmp_path)]) == 2
+    )
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"out={str(tmp_path)!r}" in line and "never overwritten" in line
+    assert corpus.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [corpus]
