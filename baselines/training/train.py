@@ -145,6 +145,40 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"{name}={value!r} is not allowed: an integer >= 1")
+        check_hyperparams(self.algo, self.hyperparams)
+
+
+#: Keys of ``hyperparams`` that are not the SB3 class's keyword arguments.
+OWN_HYPERPARAMS = ("env_wrapper",)
+
+
+def check_hyperparams(algo: str, hyperparams: Any) -> None:
+    """Refuse overrides that are not a dict of the SB3 class's keyword arguments, naming them.
+
+    Before any env or folder is made: SB3 would raise a TypeError only when the model is built.
+    """
+    if hyperparams is None:
+        return
+    if not isinstance(hyperparams, dict) or not all(isinstance(k, str) for k in hyperparams):
+        raise ValueError(
+            f"hyperparams={hyperparams!r} is not allowed: a dict (a JSON object) of "
+            f"{algo}'s keyword arguments"
+        )
+    import inspect
+
+    params = inspect.signature(algo_class(algo).__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    taken = {"self", "policy", "env", "seed", "verbose", "tensorboard_log", "device"}
+    public = {name for name in params if not name.startswith("_")}
+    allowed = sorted((public - taken) | set(OWN_HYPERPARAMS))
+    unknown = sorted(set(hyperparams) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"hyperparams={hyperparams!r} is not allowed: {', '.join(unknown)} "
+            f"{'is not one' if len(unknown) == 1 else 'are not'} of {algo}'s keyword "
+            f"arguments ({', '.join(allowed)})"
+        )
 
 
 @dataclass

@@ -317,3 +317,23 @@ def test_recurrent_ppo_refuses_whole_cluster_episodes(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="needs env_wrapper"):
         train(tmp_path / "x.zip", algo="recurrentppo", timesteps=64, env_kwargs=ENV,
               hyperparams={"env_wrapper": None}, progress=False)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("hyperparams", "match"),
+    [
+        ([1], "a dict"),
+        ({"nonsense": 1}, "nonsense is not one of ppo's keyword arguments"),
+        ({"seed": 3}, "seed is not one"),  # TrainConfig.seed sets it
+        ({1: 2}, "a dict"),
+    ],
+)
+def test_train_refuses_hyperparams_sb3_does_not_take_before_any_work(
+    tmp_path: Path, hyperparams, match
+) -> None:
+    from baselines.training import TrainConfig
+
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(out=str(tmp_path / "m.zip"), hyperparams=hyperparams)
+    assert list(tmp_path.iterdir()) == []
+    TrainConfig(out=str(tmp_path / "m.zip"), hyperparams={"gamma": 0.9, "env_wrapper": None})
