@@ -109,6 +109,12 @@ def test_fresh_refuses_results_it_did_not_write(tmp_path: Path) -> None:
 
     reproduce(tmp_path, experiments=["E1"], **TINY)
     (tmp_path / "raw" / "MANIFEST.txt").unlink()  # as if written by someone else
+    # first its report and tables at the top of the folder, now someone else's, are refused
+    with pytest.raises(FileExistsError, match=r"REPORT\.md.*did not write"):
+        reproduce(tmp_path, experiments=["E1"], fresh=True, **TINY)
+    for p in tmp_path.iterdir():
+        if p.is_file():
+            p.unlink()
     with pytest.raises(FileExistsError, match="not in its manifest"):
         reproduce(tmp_path, experiments=["E1"], fresh=True, **TINY)
     assert len(list((tmp_path / "raw").rglob("seed*.json"))) == 8
