@@ -371,16 +371,18 @@ def run(args: argparse.Namespace) -> int:
 
         return run_cli(args)
     if args.curves_command == "generate":
-        if (out / TRACES_FILE).exists():  # micro-RLHF runs keep no folders to resume from
-            raise ConfigError(
-                "out",
-                str(out),
-                f"a folder without {TRACES_FILE} (a corpus there is never overwritten: "
-                "choose another --out or move it)",
-            )
         make = functools.partial(generate_corpus, args.runs, out / TRACES_FILE, seed=args.seed)
         return generate_and_report(make, args, out / TRACES_FILE)
     if args.curves_command == "fit":
+        written = [out / name for name in ("gao_fits.csv", "gao_fits.png", "gao_summary.json")]
+        there = [p.name for p in written if p.exists()]
+        if there:  # an earlier fit's (or the user's own) files stay
+            raise ConfigError(
+                "out",
+                str(out),
+                f"a folder without {', '.join(there)} (a fit there is never overwritten: "
+                "choose another --out or move them)",
+            )
         traces = read_traces(args.traces)
         rows = fit_corpus(traces)
         if not rows:

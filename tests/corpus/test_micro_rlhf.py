@@ -181,6 +181,12 @@ def test_cli_fit_writes_table_plot_summary(
     assert (tmp_path / "gao_fits.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((tmp_path / "gao_summary.json").read_text())
     assert summary["hacking"] == 1 and summary["fitted"] == 2
+    # a second fit into the same folder is refused; the first one's files stay
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    capsys.readouterr()
+    assert main(["fit", "--traces", str(tmp_path / "traces.jsonl"), "--out", str(tmp_path)]) == 2
+    assert "never overwritten" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
 def test_cli_fit_rejects_traces_without_gold(tmp_path: Path, capsys) -> None:

@@ -333,3 +333,17 @@ def test_curves_generate_never_overwrites_a_micro_rlhf_corpus(tmp_path, capsys) 
     line = _one_error_line(capsys.readouterr().err)
     assert f"out={str(tmp_path)!r}" in line and "never overwritten" in line
     assert corpus.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [corpus]
+
+
+@pytest.mark.parametrize("source", ["english", "trl"])
+def test_curves_generate_never_overwrites_a_corpus_it_did_not_build(
+    source, tmp_path, capsys
+) -> None:
+    """A traces.jsonl without the runs/ folder a resumed generation rebuilds it from is kept."""
+    pytest.importorskip("trl")
+    corpus = tmp_path / "traces.jsonl"
+    corpus.write_text("mine\n")
+    argv = ["curves", "generate", "--source", source, "--runs", "1", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "never overwritten" in _one_error_line(capsys.readouterr().err)
+    assert corpus.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [corpus]
