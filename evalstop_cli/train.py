@@ -126,16 +126,9 @@ def train_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_new_model_path(model: Path) -> None:
     """Refuse a model path (or its ``.sha256`` record) that exists: a model is never overwritten."""
-    from evalstop_gym.errors import ConfigError
+    from evalstop_gym.fileio import refuse_overwrite
 
-    for path in (model, model.with_name(model.name + ".sha256")):
-        if path.exists():
-            raise ConfigError(
-                "out",
-                str(model),
-                f"a new file ({path} exists and is never overwritten: choose another --out "
-                "or move it)",
-            )
+    refuse_overwrite("out", str(model), (model, model.with_name(model.name + ".sha256")))
 
 
 def cmd_train(args: argparse.Namespace) -> int:

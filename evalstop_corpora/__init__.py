@@ -47,17 +47,17 @@ def generate_and_report(
     ``generate`` takes the shared flags of ``curves generate`` (``workers``, ``backend``,
     ``address``, ``progress``) and fills ``timings``; returns the exit status (0).
     """
-    if path.exists() and not (path.parent / "runs").is_dir():
-        from evalstop_gym.errors import ConfigError
+    if not (path.parent / "runs").is_dir():
+        from evalstop_gym.fileio import refuse_overwrite
 
         # Only a corpus rebuilt from run folders it resumes from is the generator's to
         # rewrite (TRL, English); one without them (micro-RLHF runs keep none, or a user's
         # own file) is never overwritten.
-        raise ConfigError(
+        refuse_overwrite(
             "out",
             str(path.parent),
-            f"a folder without {path.name}, or with the runs/ folder it was built from "
-            "(a corpus there is never overwritten: choose another --out or move it)",
+            (path,),
+            f"a folder without {path.name}, or with the runs/ folder it was built from",
         )
     timings: list[float] = []
     started = time.perf_counter()

@@ -35,7 +35,7 @@ from baselines.policies import Policy
 from evalstop_gym.corpus import CurveTrace, load_openrlhf_log, load_trl_trainer_state, read_traces
 from evalstop_gym.corpus.format import CurveTraceError, json_lines
 from evalstop_gym.errors import ConfigError
-from evalstop_gym.fileio import atomic_savefig, atomic_write
+from evalstop_gym.fileio import atomic_savefig, atomic_write, refuse_overwrite
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 from .scoring import PolicySource
@@ -438,8 +438,7 @@ def _replay_command(args: argparse.Namespace) -> int:
         (flag, path) for flag, path in (("--plot", args.plot), ("--json", args.json)) if path
     ]
     for flag, path in outputs:  # a file there, the user's or an earlier replay's, stays
-        if Path(path).exists():
-            raise ConfigError(flag, path, "a new file (a file there is never overwritten)")
+        refuse_overwrite(flag, path, (path,))
     if len(outputs) == 2 and Path(args.plot).resolve() == Path(args.json).resolve():
         raise ConfigError("--json", args.json, "a file other than --plot's")
     specs = args.policy or ["evalstop:2"]

@@ -30,7 +30,7 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -335,6 +335,24 @@ def folder_lock(folder: str | os.PathLike[str], what: str = "another run") -> It
         yield lock
     finally:
         os.close(fd)  # releases the flock
+
+
+def refuse_overwrite(
+    field: str, value: Any, paths: Iterable[str | os.PathLike[str]], what: str = "a new file"
+) -> None:
+    """Refuse ``field=value`` (a :class:`ConfigError`, before any work) if any of ``paths``
+    exists: finished work, and a file the package did not write, are never overwritten.
+
+    ``what`` says what is allowed (a new file, a folder without those files).
+    """
+    there = [str(p) for p in paths if Path(p).exists()]
+    if there:
+        raise ConfigError(
+            field,
+            value,
+            f"{what} ({', '.join(there)} {'exists' if len(there) == 1 else 'exist'} and is never "
+            "overwritten: choose another or move it)",
+        )
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:

@@ -44,8 +44,7 @@ from evalstop_gym.corpus import (
     read_traces,
     write_traces,
 )
-from evalstop_gym.errors import ConfigError
-from evalstop_gym.fileio import atomic_open, atomic_savefig, atomic_write
+from evalstop_gym.fileio import atomic_open, atomic_savefig, atomic_write, refuse_overwrite
 from evalstop_gym.parallel import Executor
 
 if TYPE_CHECKING:
@@ -375,14 +374,7 @@ def run(args: argparse.Namespace) -> int:
         return generate_and_report(make, args, out / TRACES_FILE)
     if args.curves_command == "fit":
         written = [out / name for name in ("gao_fits.csv", "gao_fits.png", "gao_summary.json")]
-        there = [p.name for p in written if p.exists()]
-        if there:  # an earlier fit's (or the user's own) files stay
-            raise ConfigError(
-                "out",
-                str(out),
-                f"a folder without {', '.join(there)} (a fit there is never overwritten: "
-                "choose another --out or move them)",
-            )
+        refuse_overwrite("out", str(out), written, "a folder without an earlier fit's files")
         traces = read_traces(args.traces)
         rows = fit_corpus(traces)
         if not rows:

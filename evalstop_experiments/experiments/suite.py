@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from evalstop_gym.errors import ConfigError
+from evalstop_gym.fileio import refuse_overwrite
 from evalstop_gym.suite import HELDOUT_TASKS, PACKAGED_TASKS, PRICE_FACTORS, SUITE_TASKS
 
 from ..plan import Experiment, Plan, ReproduceOptions
@@ -186,13 +187,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     ``pretrained:NAME``, ``model:PATH``) is scored beside the suite's stoppers.
     """
     written = [Path(args.out) / f"E8.{ext}" for ext in ("csv", "md")]
-    if any(p.exists() for p in written):
-        raise ConfigError(
-            "out",
-            str(args.out),
-            "a folder without E8.csv and E8.md (a finished table is never overwritten: "
-            "choose another --out or move them)",
-        )
+    refuse_overwrite("out", str(args.out), written, "a folder without E8.csv and E8.md")
     tasks = args.tasks.split(",") if args.tasks else SUITE_TASKS
     # a bad spec fails before any episode; --isolated plays each from its own process
     make = isolated_spec if getattr(args, "isolated", False) else stopper_spec
