@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import numbers
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,6 +180,104 @@ def check_hyperparams(algo: str, hyperparams: Any) -> None:
             f"{'is not one' if len(unknown) == 1 else 'are not'} of {algo}'s keyword "
             f"arguments ({', '.join(allowed)})"
         )
+    check_hyperparam_values(algo, hyperparams)
+
+
+def _number(x: Any) -> bool:
+    """A finite real number (a bool is not one)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and bool(np.isfinite(float(x)))
+
+
+def _integer(x: Any) -> bool:
+    """An integer (a bool is not one)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _net_arch(x: Any) -> bool:
+    """SB3's ``net_arch``: a list of layer sizes, or a dict of such lists (pi/vf/qf)."""
+    sizes = lambda v: isinstance(v, list) and all(_integer(n) and n >= 1 for n in v)  # noqa: E731
+    if isinstance(x, dict):
+        return bool(x) and set(x) <= {"pi", "vf", "qf"} and all(sizes(v) for v in x.values())
+    return sizes(x)
+
+
+#: What a value of each SB3 hyperparameter may be, as SB3 would take it from JSON
+#: (``--hyperparams``): a check, and the words that say what is allowed.  SB3 checks some
+#: of these only when the model is built or at its first update (``n_epochs=0`` fails
+#: inside ``train`` with an UnboundLocalError, ``gamma="x"`` in the first rollout), after
+#: the envs and the log folder were made.
+HYPERPARAM_VALUES: dict[str, tuple[Any, str]] = {
+    "learning_rate": (lambda x: _number(x) and x > 0, "a number > 0"),
+    "n_steps": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
+    "batch_size": (lambda x: _integer(x) and x >= 2, "an integer >= 2"),
+    "n_epochs": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
+    "gamma": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
+    "gae_lambda": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
+    "clip_range": (lambda x: _number(x) and x > 0, "a number > 0"),
+    "clip_range_vf": (lambda x: x is None or (_number(x) and x > 0), "null or a number > 0"),
+    "ent_coef": (lambda x: _number(x) and x >= 0, "a number >= 0"),
+    "vf_coef": (lambda x: _number(x) and x >= 0, "a number >= 0"),
+    "max_grad_norm": (lambda x: _number(x) and x > 0, "a number > 0"),
+    "target_kl": (lambda x: x is None or (_number(x) and x > 0), "null or a number > 0"),
+    "rms_prop_eps": (lambda x: _number(x) and x > 0, "a number > 0"),
+    "buffer_size": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
+    "learning_starts": (lambda x: _integer(x) and x >= 0, "an integer >= 0"),
+    "tau": (lambda x: _number(x) and 0 < x <= 1, "a number in (0, 1]"),
+    "train_freq": (
+        lambda x: (
+            (_integer(x) and x >= 1)
+            or (
+                isinstance(x, list | tuple)
+                and len(x) == 2
+                and _integer(x[0])
+                and x[0] >= 1
+                and x[1] in ("step", "episode")
+            )
+        ),
+        'an integer >= 1, or [n, "step"] / [n, "episode"]',
+    ),
+    "gradient_steps": (lambda x: _integer(x) and (x >= 1 or x == -1), "an integer >= 1, or -1"),
+    "target_update_interval": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
+    "exploration_fraction": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
+    "exploration_initial_eps": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
+    "exploration_final_eps": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
+    "sde_sample_freq": (lambda x: _integer(x) and x >= -1, "an integer >= -1"),
+    "stats_window_size": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
+    **{
+        k: (lambda x: isinstance(x, bool), "true or false")
+        for k in (
+            "normalize_advantage",
+            "use_sde",
+            "use_rms_prop",
+            "optimize_memory_usage",
+            "share_features_extractor",
+        )
+    },
+    "policy_kwargs": (
+        lambda x: (
+            isinstance(x, dict)
+            and all(isinstance(k, str) for k in x)
+            and ("net_arch" not in x or _net_arch(x["net_arch"]))
+        ),
+        "an object of the policy's keyword arguments, net_arch a list of layer sizes "
+        "(integers >= 1) or an object of such lists under pi, vf or qf",
+    ),
+}
+
+
+def check_hyperparam_values(algo: str, hyperparams: dict[str, Any]) -> None:
+    """Refuse a hyperparameter value SB3 would reject late (see :data:`HYPERPARAM_VALUES`).
+
+    One line naming the key, the value and what is allowed, before any env or folder is
+    made; a key not listed is left to SB3 (a failure when the model is built is still
+    reported in one line, and the log folder removed: :func:`train`).
+    """
+    for key, value in hyperparams.items():
+        rule = HYPERPARAM_VALUES.get(key)
+        if key == "batch_size" and algo == "dqn":  # sampled from the replay buffer: 1 works
+            rule = (lambda x: _integer(x) and x >= 1, "an integer >= 1")
+        if rule is not None and not rule[0](value):
+            raise ValueError(f"hyperparams: {key}={value!r} is not allowed for {algo}: {rule[1]}")
 
 
 @dataclass
@@ -228,9 +327,39 @@ def train(
     torch.set_num_threads(1)
     # One env built only to read the task's config and spaces.
     probe = EvalStopEnv(**config.env_kwargs)
-    out, log_dir = _output_paths(config.out)
-    flatten = config.policy == "mlp"
     hp = {**load_hyperparams(config.algo), **(config.hyperparams or {})}
+    if config.algo != "dqn" and hp.get("n_steps", 2) * config.n_envs < 2:
+        raise ValueError(
+            f"hyperparams: n_steps={hp['n_steps']} with n_envs={config.n_envs} is not "
+            f"allowed for {config.algo}: n_steps * n_envs >= 2 (a rollout of one step)"
+        )
+    out, log_dir = _output_paths(config.out)
+    # The outermost folder this call makes (None: the log folder exists already).
+    made = next((d for d in (log_dir, *log_dir.parents) if d.parent.exists()), None)
+    made = None if log_dir.exists() else made
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _train_in(config, zoo, probe, hp, out, log_dir)
+    except _BuildError as err:
+        # Nothing trained: the folders this call made hold only its envs' empty logs.
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise ValueError(
+            f"hyperparams={config.hyperparams!r} is not allowed: {config.algo} refused them "
+            f"({type(err.__cause__).__name__}: {err.__cause__})"
+        ) from err.__cause__
+
+
+class _BuildError(Exception):
+    """The SB3 model could not be built from the hyperparameters (the cause is chained)."""
+
+
+def _train_in(
+    config: TrainConfig, zoo: dict[str, Any], probe: Any, hp: dict[str, Any], out: Path,
+    log_dir: Path,
+) -> TrainResult:  # fmt: skip
+    """:func:`train`'s work once its output paths are fixed."""
+    flatten = config.policy == "mlp"
     # ``{"env_wrapper": null}`` in the overrides trains on whole cluster episodes.
     wrapper = _env_wrapper(hp.pop("env_wrapper", zoo.get("env_wrapper")), config.vec)
     recurrent = _check_recurrent(config.algo, wrapper, probe)
@@ -249,9 +378,15 @@ def train(
     eval_episodes = config.eval_episodes
     if recurrent:  # as many evaluation jobs as whole cluster episodes would hold
         eval_episodes *= probe.config.resolved_workload().n_jobs
-    model = _make_model(
-        config.algo, hp, venv, config.seed, flatten, config.verbose, config.tensorboard, log_dir
-    )
+    try:
+        model = _make_model(
+            config.algo, hp, venv, config.seed, flatten, config.verbose, config.tensorboard,
+            log_dir,
+        )  # fmt: skip
+    except (AssertionError, ValueError, TypeError, KeyError) as err:
+        venv.close()
+        eval_env.close()
+        raise _BuildError from err
     eval_seed = config.seed + EVAL_SEED_OFFSET
     callback = _eval_callback(
         eval_env,
@@ -399,9 +534,7 @@ def _output_paths(out: str | Path) -> tuple[Path, Path]:
     out = Path(out)
     if out.suffix != ".zip":
         out = out.with_suffix(".zip")
-    log_dir = out.with_suffix("")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    return out, log_dir
+    return out, out.with_suffix("")
 
 
 def _make_envs(

@@ -337,3 +337,76 @@ def test_train_refuses_hyperparams_sb3_does_not_take_before_any_work(
         TrainConfig(out=str(tmp_path / "m.zip"), hyperparams=hyperparams)
     assert list(tmp_path.iterdir()) == []
     TrainConfig(out=str(tmp_path / "m.zip"), hyperparams={"gamma": 0.9, "env_wrapper": None})
+
+
+@pytest.mark.parametrize(
+    ("algo", "hyperparams", "match"),
+    [
+        ("ppo", {"n_epochs": 0}, "n_epochs=0 is not allowed for ppo: an integer >= 1"),
+        ("ppo", {"gamma": "x"}, r"gamma='x' is not allowed for ppo: a number in \[0, 1\]"),
+        ("ppo", {"gamma": 1.5}, "gamma=1.5"),
+        ("ppo", {"learning_rate": -1}, "learning_rate=-1 is not allowed for ppo: a number > 0"),
+        ("ppo", {"learning_rate": float("nan")}, "learning_rate=nan"),
+        ("ppo", {"batch_size": 1}, "batch_size=1 is not allowed for ppo: an integer >= 2"),
+        ("ppo", {"n_steps": 2.5}, "n_steps=2.5"),
+        ("ppo", {"n_steps": True}, "n_steps=True"),
+        ("ppo", {"target_kl": 0}, "target_kl=0 is not allowed for ppo: null or a number > 0"),
+        ("ppo", {"normalize_advantage": 1}, "true or false"),
+        ("ppo", {"policy_kwargs": {"net_arch": "bad"}}, "net_arch a list of layer sizes"),
+        ("ppo", {"policy_kwargs": {"net_arch": [64, 0]}}, "net_arch"),
+        ("ppo", {"policy_kwargs": {"net_arch": {"pi": [8], "x": [8]}}}, "under pi, vf or qf"),
+        ("ppo", {"policy_kwargs": [1]}, "policy_kwargs=\\[1\\]"),
+        ("dqn", {"tau": 0}, r"tau=0 is not allowed for dqn: a number in \(0, 1\]"),
+        ("dqn", {"train_freq": [4, "steps"]}, "train_freq"),
+        ("dqn", {"gradient_steps": 0}, "an integer >= 1, or -1"),
+        ("dqn", {"exploration_final_eps": 2}, "exploration_final_eps=2"),
+        ("a2c", {"rms_prop_eps": 0}, "rms_prop_eps=0"),
+    ],
+)
+def test_train_refuses_hyperparam_values_sb3_rejects_late_before_any_work(
+    tmp_path: Path, algo, hyperparams, match
+) -> None:
+    """SB3 rejects these only when the model is built or at its first update, after the
+    envs and the log folder were made (``n_epochs=0``: an UnboundLocalError in ``train``)."""
+    from baselines.training import TrainConfig
+
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(out=str(tmp_path / "m.zip"), algo=algo, hyperparams=hyperparams)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "hyperparams",
+    [
+        {"gamma": 0, "gae_lambda": 1, "learning_rate": 1e-3, "clip_range_vf": None},
+        {"policy_kwargs": {"net_arch": {"pi": [8], "vf": [8, 8]}, "ortho_init": False}},
+        {"target_kl": 0.02, "normalize_advantage": False, "batch_size": 2},
+    ],
+)
+def test_train_config_takes_values_sb3_takes(tmp_path: Path, hyperparams) -> None:
+    from baselines.training import TrainConfig
+
+    TrainConfig(out=str(tmp_path / "m.zip"), hyperparams=hyperparams)
+    TrainConfig(out=str(tmp_path / "d.zip"), algo="dqn",
+                hyperparams={"batch_size": 1, "train_freq": [1, "episode"], "gradient_steps": -1})  # fmt: skip
+
+
+def test_train_refused_by_sb3_leaves_no_folder_and_says_why_in_one_line(tmp_path: Path) -> None:
+    """A value only SB3 knows to refuse (a policy keyword it lacks) is reported as one
+    ValueError, and the folders the call made are removed; a folder that was there stays."""
+    out = tmp_path / "new" / "deeper" / "m.zip"
+    bad = {"policy_kwargs": {"nonsense": 1}}
+    with pytest.raises(ValueError, match=r"ppo refused them \(TypeError: .*nonsense"):
+        train(out, timesteps=64, n_envs=1, env_kwargs=ENV, hyperparams=bad, progress=False)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="n_steps=1 with n_envs=1"):
+        train(out, timesteps=64, n_envs=1, env_kwargs=ENV, hyperparams={"n_steps": 1},
+              progress=False)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+    mine = tmp_path / "m"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="refused them"):
+        train(tmp_path / "m.zip", timesteps=64, n_envs=1, env_kwargs=ENV, hyperparams=bad,
+              progress=False)  # fmt: skip
+    assert (mine / "notes.txt").read_text() == "mine"
