@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import resource
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from evalstop_experiments.scoring import (
     stopper_spec,
 )
 from evalstop_gym.errors import ConfigError
+from evalstop_gym.fileio import refuse_overwrite
 from evalstop_gym.suite import PRICE_FACTORS
 
 
@@ -93,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     try:
-        extra = [stopper_spec(s) for s in args.policy]  # a bad spec fails before any episode
+        # A finished table is never overwritten; a bad spec fails before any episode.
+        written = [Path(args.out) / f"E8.{ext}" for ext in ("csv", "md")]
+        refuse_overwrite("out", args.out, written, "a folder without E8.csv and E8.md")
+        if args.seeds < 1:
+            raise ConfigError("seeds", args.seeds, "an integer >= 1")
+        extra = [stopper_spec(s) for s in args.policy]
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
