@@ -131,8 +131,40 @@ def check_new_model_path(model: Path) -> None:
     refuse_overwrite("out", str(model), (model, model.with_name(model.name + ".sha256")))
 
 
+#: The options of one kind of training only, with their defaults: the SB3 algorithms'
+#: (--algo ppo, dqn, ...) and the backward induction's (--algo lsm).
+SB3_ONLY = {
+    "timesteps": None,
+    "n_envs": None,
+    "policy": "multi",
+    "eval_freq": 20_000,
+    "subproc": False,
+    "vec": "dummy",
+    "tensorboard": None,
+    "last": False,
+    "hyperparams": None,
+    "condition": "none",
+}
+LSM_ONLY = {"episodes": None, "price_factor": 1.0}
+
+
+def refuse_other_options(args: argparse.Namespace) -> None:
+    """Refuse an option the chosen ``--algo`` does not read (it would be silently ignored)."""
+    from evalstop_gym.errors import ConfigError
+
+    other = SB3_ONLY if args.algo == LSM else LSM_ONLY
+    for name, default in other.items():
+        value = getattr(args, name)
+        if value != default or type(value) is not type(default):
+            kind = "an SB3 algorithm's (ppo, dqn, ...)" if args.algo == LSM else "--algo lsm's"
+            raise ConfigError(
+                name, value, f"left out with --algo {args.algo}: it is {kind} option only"
+            )
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """``evalstop-gym train``: train, save, print the budget and learning curve."""
+    refuse_other_options(args)
     if args.algo == LSM:
         return cmd_train_lsm(args)
     from baselines.training import TrainConfig, train
@@ -181,8 +213,14 @@ def cmd_train_lsm(args: argparse.Namespace) -> int:
         )
     if args.task not in (GENERAL, ROUTED):
         train_env_kwargs(args)  # a bad task fails before any episode
+    elif env_kwargs_from_args(args):
+        # The general distribution sets every env argument itself.
+        given = ", ".join(f"--{k.replace('_', '-')}" for k in env_kwargs_from_args(args))
+        raise ConfigError("task", args.task, f"a suite task when env flags are given ({given})")
     if not args.price_factor > 0:
         raise ConfigError("price_factor", args.price_factor, "a number > 0")
+    if Path(args.out).suffix != ".npz":
+        raise ConfigError("out", args.out, "a path ending in .npz for --algo lsm")
     check_new_model_path(Path(args.out))
     seed = None if args.seed == 0 else args.seed
     res = train_lsm(

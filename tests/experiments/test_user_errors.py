@@ -347,3 +347,37 @@ def test_curves_generate_never_overwrites_a_corpus_it_did_not_build(
     assert main(argv) == 2
     assert "never overwritten" in _one_error_line(capsys.readouterr().err)
     assert corpus.read_text() == "mine\n" and sorted(tmp_path.iterdir()) == [corpus]
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["--algo", "lsm", "--task", "paper-0.12", "--timesteps", "5"], "timesteps=5"),
+        (
+            ["--algo", "lsm", "--task", "paper-0.12", "--hyperparams", '{"gamma": 1}'],
+            "hyperparams=",
+        ),
+        (["--algo", "lsm", "--task", "paper-0.12", "--vec", "native"], "vec='native'"),
+        (["--algo", "lsm", "--task", "paper-0.12", "--last"], "last=True"),
+        (["--algo", "ppo", "--task", "hard-0.05", "--episodes", "3"], "episodes=3"),
+        (["--algo", "dqn", "--task", "hard-0.05", "--price-factor", "2"], "price_factor=2.0"),
+        (["--algo", "lsm", "--task", "general", "--eval-noise", "0.1"], "task='general'"),
+    ],
+)
+def test_train_refuses_an_option_its_algo_would_ignore(argv, match, tmp_path, capsys) -> None:
+    """``--timesteps`` with ``--algo lsm`` (or ``--episodes`` with PPO, env flags with the
+    general distribution) were silently ignored: the model trained was not the one asked for."""
+    out = tmp_path / ("m.npz" if "lsm" in argv else "m.zip")
+    assert main(["train", *argv, "--out", str(out)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert match in line and "is not allowed" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["m.zip", "m"])
+def test_train_lsm_refuses_a_path_that_is_not_an_npz(name, tmp_path, capsys) -> None:
+    """It wrote the .npz model under a .zip name, which ``model:PATH`` then read as an SB3 zip."""
+    argv = ["train", "--algo", "lsm", "--task", "paper-0.12", "--episodes", "1"]
+    assert main([*argv, "--out", str(tmp_path / name)]) == 2
+    assert "a path ending in .npz" in _one_error_line(capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
