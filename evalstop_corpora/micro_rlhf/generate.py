@@ -365,6 +365,14 @@ def run(args: argparse.Namespace) -> int:
         Process exit status (0 on success).
     """
     out = Path(args.out)
+    if args.curves_command == "generate":
+        from evalstop_gym.errors import ConfigError
+
+        # Every source, before any run or folder (the English source checks it too).
+        if args.runs < 1:
+            raise ConfigError("runs", args.runs, "an integer >= 1")
+        if args.workers is not None and args.workers < 1:
+            raise ConfigError("workers", args.workers, "an integer >= 1, or left out (all cores)")
     if args.curves_command == "generate" and getattr(args, "source", "micro") == "trl":
         from evalstop_corpora.trl.generate import run_cli
 

@@ -188,6 +188,9 @@ def cmd_suite(args: argparse.Namespace) -> int:
     """
     written = [Path(args.out) / f"E8.{ext}" for ext in ("csv", "md")]
     refuse_overwrite("out", str(args.out), written, "a folder without E8.csv and E8.md")
+    if args.tasks is not None and not args.tasks.strip():
+        # An empty list played the whole suite.
+        raise ConfigError("tasks", args.tasks, "a comma-separated list of task names, or left out")
     tasks = args.tasks.split(",") if args.tasks else SUITE_TASKS
     # a bad spec fails before any episode; --isolated plays each from its own process
     make = isolated_spec if getattr(args, "isolated", False) else stopper_spec

@@ -381,3 +381,27 @@ def test_train_lsm_refuses_a_path_that_is_not_an_npz(name, tmp_path, capsys) -> 
     assert main([*argv, "--out", str(tmp_path / name)]) == 2
     assert "a path ending in .npz" in _one_error_line(capsys.readouterr().err)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("tasks", ["", " "])
+def test_benchmark_suite_refuses_an_empty_task_list(tasks, tmp_path, capsys) -> None:
+    """``--tasks ''`` played the whole suite (every task) instead of none."""
+    argv = ["benchmark", "--suite", "--tasks", tasks, "--seeds", "1", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert f"tasks={tasks!r} is not allowed" in _one_error_line(capsys.readouterr().err)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("source", ["micro", "trl"])
+@pytest.mark.parametrize(("flag", "value"), [("--runs", "0"), ("--workers", "0")])
+def test_curves_generate_refuses_no_runs_or_no_workers_in_one_line(
+    source, flag, value, tmp_path, capsys
+) -> None:
+    """``--runs 0`` said only "nothing to run"; ``--workers 0`` reached the process pool."""
+    given = {"--runs": "1", "--workers": "1", flag: value}
+    argv = ["curves", "generate", "--source", source, "--out", str(tmp_path / "g")]
+    argv += [x for item in given.items() for x in item]
+    assert main(argv) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert f"{flag[2:]}={value} is not allowed: an integer >= 1" in line
+    assert list(tmp_path.iterdir()) == []
