@@ -10,6 +10,7 @@ from typing import Any
 import gymnasium as gym
 
 from evalstop_gym import METRIC_KEYS  # the import registers EvalStop-v0
+from evalstop_gym.errors import ConfigError, is_integer
 from evalstop_gym.sim.metrics import EpisodeRecord, honest_metrics
 
 from .oracle import OracleStopper, PrivilegedStopper
@@ -164,5 +165,28 @@ def _side_by_side(
 
 
 def evaluate(policy: Policy, seeds: Iterable[int], **env_kwargs: Any) -> list[dict[str, Any]]:
-    """Each seed's episode metrics of ``policy`` (a list of flat dicts; see :func:`run_episodes`)."""
-    return run_episodes(policy, [int(s) for s in seeds], env_kwargs)
+    """Each seed's episode metrics of ``policy`` (a list of flat dicts; see :func:`run_episodes`).
+
+    Raises:
+        ConfigError: ``seeds`` is not a non-empty iterable of distinct ints >= 0 (a float
+            was truncated, a bool played seed 0 or 1, a count was a TypeError).
+    """
+    return run_episodes(policy, check_seeds(seeds), env_kwargs)
+
+
+def check_seeds(seeds: Iterable[int]) -> list[int]:
+    """``seeds`` as a list of ints, once each is an int >= 0 and none repeats."""
+    allowed = "a non-empty iterable of distinct ints >= 0 (e.g. range(10))"
+    try:
+        if isinstance(seeds, str | bytes):
+            raise TypeError
+        out = list(seeds)
+    except TypeError:
+        raise ConfigError("seeds", seeds, allowed) from None
+    bad = [s for s in out if not is_integer(s) or s < 0]
+    if bad or not out:
+        raise ConfigError("seeds", bad[:3] if bad else out, allowed)
+    out = [int(s) for s in out]
+    if len(set(out)) < len(out):
+        raise ConfigError("seeds", out, f"{allowed}: a repeated seed plays its episode twice")
+    return out

@@ -1336,17 +1336,34 @@ def fresh_seeds(n: int = FRESH_SEEDS) -> list[int]:
 
 def resolve_seeds(seeds: Iterable[int] | str) -> list[int]:
     """The test seeds of ``seeds``: the integers given, or :func:`fresh_seeds` for ``"fresh"``."""
+    allowed = "a non-empty iterable of distinct ints in [0, 2**64), or 'fresh'"
     if isinstance(seeds, str):
         if seeds != "fresh":
-            raise ConfigError("seeds", seeds, "an iterable of ints >= 0 or 'fresh'")
+            raise ConfigError("seeds", seeds, allowed)
         return fresh_seeds(FRESH_SEEDS)
-    out = list(seeds)
-    bad = [x for x in out if not isinstance(x, int | np.integer) or not 0 <= x < 2**64]
+    if isinstance(seeds, int | np.integer):
+        # A count where seeds were meant (the command line's --seeds N is a count).
+        hint = f" (range({seeds}): the first {seeds} seeds)" if seeds >= 1 else ""
+        raise ConfigError("seeds", seeds, allowed + hint)
+    try:
+        out = list(seeds)
+    except TypeError:
+        raise ConfigError("seeds", seeds, allowed) from None
+    bad = [
+        x
+        for x in out
+        if not isinstance(x, int | np.integer) or isinstance(x, bool) or not 0 <= x < 2**64
+    ]
     if bad or not out:
+        raise ConfigError("seeds", bad[:3] if bad else out, allowed)
+    out = [int(x) for x in out]
+    if len(set(out)) < len(out):
+        # A seed played twice counts its episode twice: the interval narrows on no new evidence.
+        twice = ", ".join(map(str, sorted({x for x in out if out.count(x) > 1})[:3]))
         raise ConfigError(
-            "seeds", bad[:3] if bad else out, "a non-empty iterable of ints in [0, 2**64)"
+            "seeds", out, f"{allowed} ({twice} repeated: a repeated seed counts twice)"
         )
-    return [int(x) for x in out]
+    return out
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import math
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 from gymnasium import spaces
 
@@ -14,7 +15,7 @@ pytest.importorskip("scipy")
 
 from baselines.policies import EvalStop
 from evalstop_cli.main import main
-from evalstop_experiments import ScoreRow, score, scoring
+from evalstop_experiments import ScoreRow, compare, score, scoring
 from evalstop_experiments.experiments.suite import run_task
 from evalstop_gym import ConfigError
 
@@ -168,10 +169,21 @@ def test_the_env_accepts_the_largest_seed() -> None:
     assert math.isfinite(scoring.play(kw, 2**64 - 1, EvalStop(2))["utility"])
 
 
-@pytest.mark.parametrize("seeds", ["random", [-1], [2**64], [], [0.5]])
+@pytest.mark.parametrize(
+    "seeds", ["random", [-1], [2**64], [], [0.5], [True], 1.5, 0, np.int64(3), [3, 1, 3]]
+)
 def test_bad_seeds_fail_with_the_field_named(seeds) -> None:
-    with pytest.raises(ConfigError, match="seeds"):
+    with pytest.raises(ConfigError, match=r"seeds=.* is not allowed: a non-empty iterable"):
         score(EvalStop(2), "hard-0.12", seeds=seeds, n_jobs=10)
+
+
+def test_a_count_of_seeds_or_a_repeated_seed_is_refused_saying_why() -> None:
+    """``seeds=30`` was a TypeError ('int' object is not iterable); ``seeds=[1, 1]`` played
+    seed 1 twice and counted it twice, a narrower interval on no new evidence."""
+    with pytest.raises(ConfigError, match=r"range\(30\): the first 30 seeds"):
+        score(EvalStop(2), "hard-0.12", seeds=30, n_jobs=10)
+    with pytest.raises(ConfigError, match="3 repeated: a repeated seed counts twice"):
+        compare(EvalStop(2), EvalStop(3), "hard-0.12", seeds=[3, 1, 3], n_jobs=10)
 
 
 PRIVILEGED_FILE = textwrap.dedent(

@@ -187,3 +187,13 @@ def test_make_kwargs_reach_the_simulator() -> None:
     )
     assert env.sim.eval_noise == 0.05 and env.sim.window == 4
     assert env.observation_space["evals"].shape == (8,)
+
+
+@pytest.mark.parametrize("seeds", [5, "3", [], [-1], [1.5], [True], [2, 0, 2], None])
+def test_evaluate_refuses_seeds_it_would_misread(seeds) -> None:
+    """``seeds=[1.5]`` played seed 1, ``[True]`` seed 1, ``[2, 0, 2]`` seed 2 twice (two rows
+    of one episode), ``5`` was a TypeError: each is now one line naming the seeds."""
+    from evalstop_gym import ConfigError
+
+    with pytest.raises(ConfigError, match=r"seeds=.* is not allowed: a non-empty iterable"):
+        evaluate(EvalStop(k=2), seeds=seeds, n_jobs=5)
