@@ -189,12 +189,17 @@ def test_a_kept_pool_whose_idle_worker_died_is_replaced() -> None:
 
 
 def test_only_an_executor_of_the_kept_width_shares_its_pool() -> None:
+    from evalstop_gym import parallel
+
     with Executor(workers=2).kept():
         kept = {f["pid"] for f in Executor(workers=2).map(worker_facts, range(8))}
         wider = {f["pid"] for f in Executor(workers=3).map(worker_facts, range(9))}
         again = {f["pid"] for f in Executor(workers=2).map(worker_facts, range(8))}
-    assert not wider & kept  # its own pool: it runs no wider than it was asked to
-    assert again <= kept
+        pool = {p.pid for p in parallel._workers(parallel._kept.pool)}
+    # Both width-2 fan-outs ran on the kept pool's workers (on one or both: on a busy
+    # machine one worker may take every task, so the two need not see the same pids).
+    assert kept and again and kept | again <= pool and len(pool) <= 2
+    assert wider and not wider & pool  # its own pool: it runs no wider than it was asked to
 
 
 KILLED_PARENT = """
