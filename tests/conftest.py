@@ -5,12 +5,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from evalstop_gym.sim.synthetic_curves import Curves
 from evalstop_gym.sim.workloads import JobBatch
 
 PHILLY = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "philly" / "philly.csv"
 PHILLY = Path(os.environ.get("EVALSTOP_PHILLY", PHILLY)).resolve()
+
+# No test is timed (speed targets live in benchmarks/): hypothesis's default 200 ms
+# deadline per example would fail a correct example on a busy machine.
+settings.register_profile("evalstop", deadline=None)
+settings.load_profile("evalstop")
 
 
 @pytest.fixture
