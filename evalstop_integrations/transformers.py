@@ -71,7 +71,8 @@ class EvalStopCallback(TrainerCallback, ExportableState):
     save one at that step, and pinned: hard-linked (copied where links are not supported)
     to ``output_dir/evalstop-delivered/checkpoint-<step>``, out of reach of
     ``save_total_limit`` whatever ``metric_for_best_model`` the trainer tracks.  One
-    pinning callback per ``output_dir``: a fresh (not resumed) run clears that folder.
+    pinning callback per ``output_dir``; a fresh (not resumed) run refuses an
+    ``output_dir`` whose pin folder holds an earlier run's pins (they are never deleted).
 
     Args:
         policy: Any package stopper (``EvalStop(k)``, ``Cusum``, ``BayesStopper``,
@@ -142,6 +143,9 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self._output_dir: str | None = None
         self._training = False
         self._pinned_step: int | None = None
+        #: The ``TrainerState`` of the run it is in (None between runs): callbacks of one
+        #: run share it.
+        self._run_state: Any = None
         self._restored: dict[str, Any] | None = None
         self._warned_missing = False
         #: One ``{"step", "value", "stop", "best_step"}`` per evaluation fed to the stopper.
@@ -218,12 +222,12 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         saved = self._saved_state(state) if state.global_step > 0 else None
         if saved is None and self._restored is not None and state.global_step > 0:
             saved = self._restored
+        if self.pin and state.is_world_process_zero:
+            self._check_pin_folder(state)
+        self._run_state = state
         self.stopper = self._new_stopper(self.n_checkpoints)
         self.history = []
         self._pinned_step = None
-        if state.global_step == 0 and self.pin and state.is_world_process_zero:
-            # A fresh run: pins left in this output_dir by an earlier run are not its own.
-            shutil.rmtree(os.path.join(str(self._output_dir), PIN_DIR), ignore_errors=True)
         if saved is not None:
             self.stopper.load_state_dict(saved["stopper"])
             self.history = [dict(h) for h in saved["history"]]
@@ -300,6 +304,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Load the delivered checkpoint's weights if asked to."""
         self._training = False
+        self._run_state = None
         if self.pin and self.best_step is not None and state.is_world_process_zero:
             self._pin(self.best_step)
         if self.load_best_at_end and self.best_step is not None:
@@ -343,6 +348,46 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             ):
                 return entry.get("attributes", {}).get("_restored")
         return None
+
+    def _check_pin_folder(self, state: Any) -> None:
+        """Refuse to pin where another callback of this run pins, or over an earlier run's pins.
+
+        Pins are the only copies of checkpoints ``save_total_limit`` has rotated away: a
+        pin of another callback (the same step's folder) or of an earlier run in this
+        ``output_dir`` (a fresh run, not a resume) is never deleted; the run stops
+        before its first step instead, saying what to do.
+        """
+        for ref in _LIVE:
+            other = ref()
+            if (
+                other is not None
+                and other is not self
+                and other.pin
+                and getattr(other, "_run_state", None) is state
+                and other._output_dir == self._output_dir
+            ):
+                raise ConfigError(
+                    "pin",
+                    True,
+                    f"one pinning callback per output_dir ({other!r} pins in "
+                    f"{self._output_dir!r} in this run): pin=False on the others",
+                )
+        folder = os.path.join(str(self._output_dir), PIN_DIR)
+        if not os.path.lexists(folder):
+            return
+        if os.path.isdir(folder):
+            held = sorted(os.listdir(folder))
+            if state.global_step > 0 or not held:
+                return  # a resumed run's pins are its own
+            what = f"a folder of an earlier run's pins ({', '.join(held[:3])})"
+        else:
+            what = "a file that is not a folder"
+        raise ConfigError(
+            "output_dir",
+            str(self._output_dir),
+            f"a folder whose {PIN_DIR} holds no earlier run's checkpoints, for a fresh run "
+            f"(it is {what}: move it, resume that run, or train into another output_dir)",
+        )
 
     def _checkpoint_path(self, step: int) -> str:
         return os.path.join(str(self._output_dir), f"{PREFIX_CHECKPOINT_DIR}-{step}")

@@ -369,3 +369,48 @@ def test_a_metric_the_evaluations_lack_is_named_with_the_ones_they_have(tmp_path
     with pytest.warns(UserWarning, match=r"metrics \['epoch', 'eval_loss'\]; evaluations"):
         stop.on_evaluate(args, state, TrainerControl(), metrics={"eval_loss": 1.0, "epoch": 1.0})
     assert stop.decisions == []
+
+
+def _begin(stop: EvalStopCallback, out: Path, state) -> None:
+    from transformers import TrainerControl
+
+    args = TrainingArguments(str(out), eval_strategy="steps", eval_steps=10, report_to=[])
+    stop.on_train_begin(args, state, TrainerControl())
+
+
+def test_a_fresh_run_never_deletes_an_earlier_runs_pins(tmp_path: Path) -> None:
+    """A fresh run cleared ``evalstop-delivered/``: the only copy of the checkpoint an earlier
+    run delivered (``save_total_limit`` had rotated the original away).  It now stops before
+    its first step, naming the folder; a resumed run keeps adopting its own pins."""
+    earlier = tmp_path / PIN_DIR / "checkpoint-20"
+    earlier.mkdir(parents=True)
+    (earlier / "model.safetensors").write_bytes(b"weights")
+    with pytest.raises(ConfigError, match=r"output_dir=.* is not allowed: .*checkpoint-20"):
+        _begin(EvalStopCallback(EvalStop(2)), tmp_path, bare_state(0))
+    assert (earlier / "model.safetensors").read_bytes() == b"weights"
+    _begin(EvalStopCallback(EvalStop(2)), tmp_path, bare_state(30))  # a resume: its pins
+    _begin(EvalStopCallback(EvalStop(2), pin=False), tmp_path, bare_state(0))  # pins nothing
+    (tmp_path / "empty" / PIN_DIR).mkdir(parents=True)
+    _begin(EvalStopCallback(EvalStop(2)), tmp_path / "empty", bare_state(0))
+
+
+@pytest.mark.parametrize("global_step", [0, 30])
+def test_a_file_where_the_pins_go_is_refused_before_the_first_step(tmp_path, global_step) -> None:
+    """It raised FileExistsError at the first save, in the middle of training."""
+    (tmp_path / PIN_DIR).write_text("mine")
+    with pytest.raises(ConfigError, match="a file that is not a folder"):
+        _begin(EvalStopCallback(EvalStop(2)), tmp_path, bare_state(global_step))
+    assert (tmp_path / PIN_DIR).read_text() == "mine"
+
+
+def test_two_pinning_callbacks_of_one_run_are_refused(tmp_path: Path) -> None:
+    """Two callbacks pinned into the same folders, and one deleted the checkpoint the
+    other would deliver when its own best moved on."""
+    state = bare_state(0)
+    first = EvalStopCallback(EvalStop(2), metric="eval_clean_loss")
+    _begin(first, tmp_path, state)
+    with pytest.raises(ConfigError, match="one pinning callback per output_dir"):
+        _begin(EvalStopCallback(EvalStop(2), metric="eval_train_loss"), tmp_path, state)
+    _begin(EvalStopCallback(EvalStop(2), metric="eval_train_loss", pin=False), tmp_path, state)
+    # Another run (its own state), e.g. after this one crashed without ending: no conflict.
+    _begin(EvalStopCallback(EvalStop(2)), tmp_path, bare_state(0))
