@@ -42,10 +42,10 @@ class EvalStopPruner(optuna.pruners.BasePruner):
         job_type: The job type the stopper is told (``rlhf``, ``dpo`` or ``lora``).
         scale: Passed to :class:`~baselines.online.OnlineStopper`.
 
-    The pruner keeps, per trial, the stopper and the steps it has been fed, so each call
-    feeds only the new reports; a trial whose history does not extend what was fed (a
-    study shared between processes, a pruner pickled and restored) is replayed from its
-    first report, which gives the same decision.
+    The pruner keeps, per trial, the stopper and the reports it has been fed, so each call
+    feeds only the new reports; a trial whose reports do not extend what was fed (a
+    study shared between processes, a pruner pickled and restored, a new study of the
+    same name) is replayed from its first report, which gives the same decision.
     """
 
     def __init__(
@@ -60,7 +60,8 @@ class EvalStopPruner(optuna.pruners.BasePruner):
         self.n_checkpoints = check_n_checkpoints(n_checkpoints)
         self.job_type = job_type
         self.scale = scale
-        self._fed: dict[tuple[str, int], tuple[list[int], OnlineStopper]] = {}
+        #: Per trial, the reports fed so far ((step, value), in step order) and its stopper.
+        self._fed: dict[tuple[Any, ...], tuple[list[tuple[int, Any]], OnlineStopper]] = {}
 
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
         """Whether the stopper, fed the trial's reports in step order, has said stop."""
@@ -72,17 +73,19 @@ class EvalStopPruner(optuna.pruners.BasePruner):
 
     def _feed(
         self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial
-    ) -> tuple[list[int], OnlineStopper]:
+    ) -> tuple[list[tuple[int, Any]], OnlineStopper]:
         greater = study.direction == StudyDirection.MAXIMIZE
-        key = (study.study_name, trial.number)
+        # The trial's start time too: a new study of the same name (a pruner reused across
+        # runs of a script) numbers its trials from 0 again.
+        key = (study.study_name, trial.number, trial.datetime_start)
         values = trial.intermediate_values
-        steps = sorted(values)
+        reports = [(step, values[step]) for step in sorted(values)]
         fed, stopper = self._fed.get(key, ([], None))
-        if stopper is None or steps[: len(fed)] != fed:
+        if stopper is None or not _same(reports[: len(fed)], fed):
             fed, stopper = [], self._new(greater)
-        for step in steps[len(fed) :]:
-            fed.append(step)
-            value = as_value(values[step], "intermediate value")
+        for step, raw in reports[len(fed) :]:
+            fed.append((step, raw))
+            value = as_value(raw, "intermediate value")
             if value is not None and not stopper.stopped:
                 stopper.observe(value, step=step)
         self._fed[key] = (fed, stopper)
@@ -100,3 +103,10 @@ class EvalStopPruner(optuna.pruners.BasePruner):
 
     def __repr__(self) -> str:
         return f"EvalStopPruner({policy_name(self.policy)}, n_checkpoints={self.n_checkpoints})"
+
+
+def _same(a: list[tuple[int, Any]], b: list[tuple[int, Any]]) -> bool:
+    """Whether two lists of reports are equal, a NaN value equal to a NaN."""
+    return len(a) == len(b) and all(
+        sa == sb and (va == vb or (va != va and vb != vb)) for (sa, va), (sb, vb) in zip(a, b)
+    )

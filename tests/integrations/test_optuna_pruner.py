@@ -98,3 +98,27 @@ def test_the_readme_optuna_snippet_runs() -> None:
         for t in study.trials
         if t.number not in high
     )
+
+
+def test_a_pruner_reused_for_a_new_study_of_the_same_name_decides_afresh() -> None:
+    """Its state was kept by (study name, trial number): trial 0 of a second study named
+    like the first picked up the first's stopped stopper and a rising trial was pruned."""
+    pruner = EvalStopPruner(EvalStop(2), n_checkpoints=10)
+    declining = [0.5, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1]
+    rising = [0.1 * i for i in range(1, 11)]
+
+    def study_of(values: list[float], every: int) -> optuna.Study:
+        def objective(trial: optuna.Trial) -> float:
+            for step, value in enumerate(values):
+                trial.report(value, step)
+                if step % every == every - 1 and trial.should_prune():
+                    raise optuna.TrialPruned()
+            return values[-1]
+
+        study = optuna.create_study(direction="maximize", pruner=pruner, study_name="sweep")
+        study.optimize(objective, n_trials=1)
+        return study
+
+    assert study_of(declining, 1).trials[0].state == optuna.trial.TrialState.PRUNED
+    second = study_of(rising, 5).trials[0]
+    assert second.state == optuna.trial.TrialState.COMPLETE
