@@ -56,6 +56,7 @@ from evalstop_gym.envs.config import parse_obs_fields
 from evalstop_gym.envs.core import BOUNDS, ObservationLayout
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.calibration import get_calibration
+from evalstop_gym.sim.config import MAX_RUN_EVALS
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 from .bayes import REAL_CURVE_NOISE, BayesStopper
@@ -321,9 +322,9 @@ class OnlineStopper:
         if (
             not isinstance(n_checkpoints, int | np.integer)
             or isinstance(n_checkpoints, bool)
-            or n_checkpoints < 1
+            or not 1 <= n_checkpoints <= MAX_RUN_EVALS
         ):
-            raise ConfigError("n_checkpoints", n_checkpoints, "an integer >= 1")
+            raise ConfigError("n_checkpoints", n_checkpoints, f"an integer in [1, {MAX_RUN_EVALS}]")
         if job_type not in JOB_TYPES:
             raise ConfigError("job_type", job_type, f"one of {list(JOB_TYPES)}")
         if not isinstance(greater_is_better, bool):

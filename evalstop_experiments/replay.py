@@ -36,6 +36,7 @@ from evalstop_gym.corpus import CurveTrace, load_openrlhf_log, load_trl_trainer_
 from evalstop_gym.corpus.format import CurveTraceError, json_lines
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_savefig, atomic_write, refuse_overwrite
+from evalstop_gym.sim.config import MAX_RUN_EVALS
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 from .scoring import PolicySource
@@ -148,9 +149,15 @@ def replay(
         ):
             raise ConfigError(name, value, "a finite number >= 0")
     n = n_checkpoints if n_checkpoints is not None else trace.meta.get("n_checkpoints", len(trace))
-    if isinstance(n, bool) or not isinstance(n, int) or n < max(2, len(trace)):
+    if (
+        isinstance(n, bool)
+        or not isinstance(n, int)
+        or not max(2, len(trace)) <= n <= MAX_RUN_EVALS
+    ):
         raise ConfigError(
-            "n_checkpoints", n, f"an integer >= 2 and >= the run's {len(trace)} evaluations"
+            "n_checkpoints",
+            n,
+            f"an integer >= 2 and >= the run's {len(trace)} evaluations, at most {MAX_RUN_EVALS}",
         )
     if isinstance(policy, str):
         label = label or policy

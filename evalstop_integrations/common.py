@@ -11,6 +11,7 @@ from typing import Any
 from baselines.online import OnlineStopper
 from baselines.policies import EvalStop, Policy
 from evalstop_gym.errors import ConfigError, is_integer
+from evalstop_gym.sim.config import MAX_RUN_EVALS
 
 
 def resolve_policy(policy: Policy | None) -> Policy:
@@ -21,6 +22,11 @@ def resolve_policy(policy: Policy | None) -> Policy:
     """
     if policy is None:
         return EvalStop(2)
+    if isinstance(policy, type):
+        # The class, not a stopper: it would fail at the first evaluation, mid-run.
+        raise ConfigError(
+            "policy", policy, f"a stopper object ({policy.__name__}(...)), not its class"
+        )
     if not (callable(getattr(policy, "act", None)) and callable(getattr(policy, "reset", None))):
         raise ConfigError(
             "policy", policy, "a stopper with reset() and act(obs) (e.g. baselines.EvalStop(2))"
@@ -41,8 +47,10 @@ def check_n_checkpoints(n_checkpoints: Any, *, optional: bool = False) -> int | 
     """
     if n_checkpoints is None and optional:
         return None
-    if not is_integer(n_checkpoints) or n_checkpoints < 1:
-        allowed = "an integer >= 1" + (" or None (work it out from the run)" if optional else "")
+    if not is_integer(n_checkpoints) or not 1 <= n_checkpoints <= MAX_RUN_EVALS:
+        allowed = f"an integer in [1, {MAX_RUN_EVALS}]" + (
+            " or None (work it out from the run)" if optional else ""
+        )
         raise ConfigError("n_checkpoints", n_checkpoints, allowed)
     return int(n_checkpoints)
 
@@ -52,6 +60,23 @@ def check_metric(metric: Any) -> str:
     if not isinstance(metric, str) or not metric:
         raise ConfigError("metric", metric, "the non-empty name of a reported metric")
     return metric
+
+
+def check_stopper_args(policy: Policy, job_type: Any, scale: Any) -> None:
+    """Refuse a ``job_type`` or ``scale`` now, at construction, not at the first evaluation:
+    an :class:`OnlineStopper` of two checkpoints is built from them (then dropped)."""
+    import copy
+
+    new_stopper(copy.deepcopy(policy), 2, greater_is_better=True, job_type=job_type, scale=scale)
+
+
+def check_key(field: str, key: Any, optional: bool = False) -> str | None:
+    """A result or log key: a non-empty string (``None`` passes when ``optional``)."""
+    if key is None and optional:
+        return None
+    if not isinstance(key, str) or not key:
+        raise ConfigError(field, key, "a non-empty string" + (" or None" if optional else ""))
+    return key
 
 
 def new_stopper(
@@ -78,6 +103,8 @@ def as_value(value: Any, where: str) -> float | None:
         return None
     try:
         out = float(value)
+    except OverflowError:  # an int beyond float range: not finite either
+        return None
     except (TypeError, ValueError):
         raise ConfigError(where, value, "a number") from None
     return out if out == out and abs(out) != float("inf") else None

@@ -28,7 +28,14 @@ from optuna.study import StudyDirection
 from baselines.online import OnlineStopper
 from baselines.policies import Policy
 
-from .common import as_value, check_n_checkpoints, new_stopper, policy_name, resolve_policy
+from .common import (
+    as_value,
+    check_n_checkpoints,
+    check_stopper_args,
+    new_stopper,
+    policy_name,
+    resolve_policy,
+)
 
 
 class EvalStopPruner(optuna.pruners.BasePruner):
@@ -58,6 +65,7 @@ class EvalStopPruner(optuna.pruners.BasePruner):
     ) -> None:
         self.policy = resolve_policy(policy)
         self.n_checkpoints = check_n_checkpoints(n_checkpoints)
+        check_stopper_args(self.policy, job_type, scale)
         self.job_type = job_type
         self.scale = scale
         #: Per trial, the reports fed so far ((step, value), in step order) and its stopper.

@@ -21,6 +21,8 @@ threshold in the metric's own units) the default ``EvalStop(2)`` needs no scale.
 from __future__ import annotations
 
 import copy
+import math
+import warnings
 from typing import Any
 
 from ray.tune import Stopper
@@ -31,8 +33,10 @@ from evalstop_gym.errors import ConfigError
 
 from .common import (
     as_value,
+    check_key,
     check_metric,
     check_n_checkpoints,
+    check_stopper_args,
     new_stopper,
     policy_name,
     resolve_policy,
@@ -73,22 +77,33 @@ class EvalStopStopper(Stopper):
         self.metric = check_metric(metric)
         self.mode = mode
         self.n_checkpoints = check_n_checkpoints(n_checkpoints)
-        self.step_key = step_key
+        self.step_key = check_key("step_key", step_key)
+        check_stopper_args(self.policy, job_type, scale)
         self.job_type = job_type
         self.scale = scale
         self._stoppers: dict[str, OnlineStopper] = {}
         self._last_step: dict[str, int] = {}
+        self._warned_missing = False
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         """Feed the trial's result to its stopper; True once the stopper has said stop."""
         stopper = self.stopper(trial_id)
         if stopper.stopped:
             return True
-        value = as_value(result.get(self.metric), self.metric)
+        if self.metric not in result:
+            if not self._warned_missing and not any(s.decisions for s in self._stoppers.values()):
+                # A mistyped metric never stops a trial: say so once, with the keys there are.
+                self._warned_missing = True
+                warnings.warn(
+                    f"EvalStopStopper: metric={self.metric!r} is not in the trial's result "
+                    f"{sorted(map(str, result))}; results without it are not decided",
+                    stacklevel=2,
+                )
+            return False
+        value = as_value(result[self.metric], self.metric)
         if value is None:
             return False
-        step = result.get(self.step_key)
-        step = None if step is None else int(step)
+        step = _step_of(result.get(self.step_key), self.step_key)
         if step is not None and step <= self._last_step.get(trial_id, -1):
             return False  # a result seen already: Tune re-sends a trial's last one when it ends
         if step is not None:
@@ -122,3 +137,23 @@ class EvalStopStopper(Stopper):
             f"EvalStopStopper({policy_name(self.policy)}, metric={self.metric!r}, "
             f"mode={self.mode!r}, n_checkpoints={self.n_checkpoints})"
         )
+
+
+def _step_of(step: Any, key: str) -> int | None:
+    """A result's step as an int (``None``: the result has none).
+
+    Raises:
+        ConfigError: a step that is not a whole number (a fraction, NaN, a string): a
+            ``step_key`` such as ``epoch`` would merge evaluations into one step.
+    """
+    if step is None:
+        return None
+    try:
+        value = float(step)
+    except (TypeError, ValueError, OverflowError):
+        value = math.nan
+    if not math.isfinite(value) or value != int(value) or isinstance(step, bool):
+        raise ConfigError(
+            key, step, "a whole number (the step of the result): choose a step_key that counts"
+        )
+    return int(value)

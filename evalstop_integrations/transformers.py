@@ -42,8 +42,10 @@ from evalstop_gym.errors import ConfigError
 
 from .common import (
     as_value,
+    check_key,
     check_metric,
     check_n_checkpoints,
+    check_stopper_args,
     new_stopper,
     policy_name,
     resolve_policy,
@@ -133,12 +135,13 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self.n_checkpoints = check_n_checkpoints(n_checkpoints, optional=True)
         self.load_best_at_end = load_best_at_end
         self.pin = pin
-        self.job_type = job_type
-        self.loss_key = loss_key
-        self.scale = scale
         if policy is None and policy_name is not None:
             policy = _borrow_policy(policy_name)
         self.policy = resolve_policy(policy)
+        check_stopper_args(self.policy, job_type, scale)
+        self.job_type = job_type
+        self.loss_key = check_key("loss_key", loss_key, optional=True)
+        self.scale = scale
         self.stopper: OnlineStopper | None = None
         self._output_dir: str | None = None
         self._training = False

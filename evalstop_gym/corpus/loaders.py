@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..fileio import bounded_lines, open_regular, utf8_error_line
+from ..sim.config import MAX_RUN_EVALS
 from .analysis import label_hacking
 from .format import (
     MAX_ABS_VALUE,
@@ -411,7 +412,7 @@ def _planned_checkpoints(state: Mapping[str, Any]) -> dict[str, int]:
         entry = entry[0] if entry else None
     args = entry.get("args") if isinstance(entry, dict) else None
     k = args.get("n_checkpoints") if isinstance(args, dict) else None
-    if isinstance(k, int) and not isinstance(k, bool) and k >= 2:
+    if isinstance(k, int) and not isinstance(k, bool) and 2 <= k <= MAX_RUN_EVALS:
         return {"n_checkpoints": k}
     return {}
 

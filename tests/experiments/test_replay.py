@@ -229,3 +229,19 @@ def test_cli_loader_warnings_are_lines_on_stderr(capsys) -> None:
     captured = capsys.readouterr()
     assert code == 0
     assert "evalstop-gym: warning:" in captured.err and "'train_loss'" in captured.err
+
+
+def test_an_absurd_number_of_checkpoints_is_refused_or_ignored(tmp_path, capsys) -> None:
+    """``--n-checkpoints 10**12`` (or an EvalStopCallback note saying so in the log) ended
+    in a NumPy out-of-memory traceback: the flag is refused in one line, the note ignored
+    (it is the callback's note, not data), so the replay uses the log's own length."""
+    assert main([*ARGS, "--n-checkpoints", str(10**12)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "n_checkpoints=1000000000000 is not allowed" in err[0]
+    state = json.loads(DPO_NOISY.read_text())
+    state["stateful_callbacks"] = {"EvalStopCallback": {"args": {"n_checkpoints": 10**12}}}
+    log = tmp_path / "trainer_state.json"
+    log.write_text(json.dumps(state))
+    trace = read_runs(log, metric="eval_loss", greater_is_better=False)[0]
+    assert "n_checkpoints" not in trace.meta
+    assert replay(trace, EvalStop(2)).decisions  # decided with the log's own length

@@ -122,3 +122,18 @@ def test_a_pruner_reused_for_a_new_study_of_the_same_name_decides_afresh() -> No
     assert study_of(declining, 1).trials[0].state == optuna.trial.TrialState.PRUNED
     second = study_of(rising, 5).trials[0]
     assert second.state == optuna.trial.TrialState.COMPLETE
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"policy": EvalStop}, "not its class"),
+        ({"job_type": "bogus"}, "job_type='bogus'"),
+        ({"scale": "bogus"}, "scale='bogus'"),
+        ({"n_checkpoints": 10**12}, r"an integer in \[1, 100000\]"),
+    ],
+)
+def test_arguments_that_failed_only_at_the_first_prune_fail_at_construction(kwargs, match) -> None:
+    """They aborted ``study.optimize`` at the first ``should_prune``."""
+    with pytest.raises(ConfigError, match=match):
+        EvalStopPruner(**{"n_checkpoints": 5, **kwargs})

@@ -84,3 +84,53 @@ def test_a_tune_run_stops_the_declining_trial(tmp_path) -> None:
     iterations = {r.config["kind"]: r.metrics["training_iteration"] for r in grid}
     assert iterations == {"declining": PEAK + 3, "healthy": N}
     assert sorted(stop.stopper(t).stopped for t in stop.trials) == [False, True]
+
+
+def test_a_metric_no_result_carries_is_named_once_with_the_keys_there_are() -> None:
+    """A mistyped metric never stopped a trial, and nothing said so."""
+    stop = EvalStopStopper(EvalStop(2), metric="scroe", n_checkpoints=5)
+    with pytest.warns(
+        UserWarning, match=r"metric='scroe' is not in .*\['score', 'training_iteration'\]"
+    ):
+        assert stop("t", {"score": 1.0, "training_iteration": 1}) is False
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert stop("t", {"score": 0.5, "training_iteration": 2}) is False  # said once
+
+
+@pytest.mark.parametrize("step", [0.5, 1.5, float("nan"), "abc", float("inf")])
+def test_a_step_that_is_not_a_whole_number_is_refused(step) -> None:
+    """``step_key="epoch"`` with epochs 0.5, 1.0, 1.5 made steps 0, 1, 1: the 1.5 result
+    was dropped as a repeat; a NaN or string step was a ValueError from ``int``."""
+    stop = EvalStopStopper(EvalStop(2), metric="score", n_checkpoints=5, step_key="epoch")
+    assert stop("t", {"score": 1.0, "epoch": 1.0}) is False  # 1.0 is a whole step
+    with pytest.raises(ConfigError, match=r"epoch=.* is not allowed: a whole number"):
+        stop("t", {"score": 0.9, "epoch": step})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"policy": EvalStop}, "not its class"),
+        ({"job_type": "bogus"}, "job_type='bogus'"),
+        ({"scale": "bogus"}, "scale='bogus'"),
+        (
+            {"n_checkpoints": 10**12},
+            r"n_checkpoints=1000000000000 is not allowed: an integer in \[1, 100000\]",
+        ),
+        ({"step_key": []}, "step_key=\\[\\]"),
+    ],
+)
+def test_arguments_that_failed_only_at_the_first_result_fail_at_construction(kwargs, match) -> None:
+    args = {"metric": "score", "n_checkpoints": 5, **kwargs}
+    with pytest.raises(ConfigError, match=match):
+        EvalStopStopper(**args)
+
+
+def test_a_value_beyond_float_range_is_skipped_as_non_finite() -> None:
+    """``10**400`` raised OverflowError from ``float()``; like inf, it is not fed."""
+    stop = EvalStopStopper(EvalStop(2), metric="score", n_checkpoints=5)
+    assert stop("t", {"score": 10**400, "training_iteration": 1}) is False
+    assert stop.stopper("t").decisions == []

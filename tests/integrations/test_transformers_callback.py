@@ -414,3 +414,20 @@ def test_two_pinning_callbacks_of_one_run_are_refused(tmp_path: Path) -> None:
     _begin(EvalStopCallback(EvalStop(2), metric="eval_train_loss", pin=False), tmp_path, state)
     # Another run (its own state), e.g. after this one crashed without ending: no conflict.
     _begin(EvalStopCallback(EvalStop(2)), tmp_path, bare_state(0))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"policy": EvalStop}, "not its class"),
+        ({"job_type": "bogus"}, "job_type='bogus'"),
+        ({"scale": "bogus"}, "scale='bogus'"),
+        ({"loss_key": []}, r"loss_key=\[\] is not allowed"),
+        ({"n_checkpoints": 10**12}, r"an integer in \[1, 100000\]"),
+    ],
+)
+def test_arguments_that_failed_only_once_training_began_fail_at_construction(kwargs, match) -> None:
+    """A class, a bad job type or scale (with ``n_checkpoints=None``) failed when training
+    began; ``loss_key=[]`` at the first evaluation, as a TypeError."""
+    with pytest.raises(ConfigError, match=match):
+        EvalStopCallback(**kwargs)
