@@ -220,6 +220,8 @@ def read_runs(
     OpenRLHF log (``metric`` default ``eval/reward``).  ``greater_is_better=False``
     negates the metric (recorded as ``meta["eval_negated"]``).
     """
+    if not isinstance(greater_is_better, bool):  # "no" is truthy: a loss read as a score
+        raise ConfigError("greater_is_better", greater_is_better, "True or False")
     p = Path(path)
     if p.is_dir() and (p / "trainer_state.json").is_file():
         p = p / "trainer_state.json"

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..fileio import bounded_lines, open_regular, utf8_error_line
 from ..sim.config import MAX_RUN_EVALS
 from .analysis import label_hacking
@@ -271,6 +272,29 @@ def _pick_key(records: Sequence[tuple[int, int, Mapping[str, Any]]], key: KeySpe
     return candidates[0] if candidates else None
 
 
+def _check_loader_args(
+    greater_is_better: Any, keys: Mapping[str, Any], specs: Mapping[str, Any] | None = None
+) -> None:
+    """Refuse a loader's arguments before the file is read, each in one line.
+
+    ``greater_is_better`` a bool (a truthy ``"no"`` read a loss as a score, silently);
+    ``keys`` (name -> value) non-empty strings, or None where the name's default may be;
+    ``specs`` (name -> value) a key, a sequence of candidate keys, or None.
+    """
+    if not isinstance(greater_is_better, bool):
+        raise ConfigError("greater_is_better", greater_is_better, "True or False")
+    for name, key in keys.items():
+        required = name in ("eval_key", "loss_key")
+        if not (isinstance(key, str) and key) and (required or key is not None):
+            raise ConfigError(name, key, "a non-empty string" + ("" if required else " or None"))
+    for name, spec in (specs or {}).items():
+        candidates = [spec] if isinstance(spec, str) or spec is None else spec
+        if not isinstance(candidates, Sequence) or not all(
+            isinstance(k, str | type(None)) for k in candidates
+        ):
+            raise ConfigError(name, spec, "a key, a list of candidate keys, or None")
+
+
 def load_trl_trainer_state(
     path: str | os.PathLike[str],
     eval_key: str = "eval_reward",
@@ -332,6 +356,17 @@ def load_trl_trainer_state(
             non-numeric metric, non-increasing eval steps, or a missing eval or loss key (the
             message lists the keys the file has).
     """
+    _check_loader_args(
+        greater_is_better,
+        {"eval_key": eval_key, "loss_key": loss_key, "gold_key": gold_key},
+        {"proxy_key": proxy_key, "kl_key": kl_key},
+    )
+    if signal_keys is not None:
+        if not isinstance(signal_keys, Mapping):
+            raise ConfigError(
+                "signal_keys", signal_keys, f"a mapping from {list(TRL_OTHER_SIGNALS)}"
+            )
+        _check_loader_args(True, {}, {f"signal_keys[{k!r}]": v for k, v in signal_keys.items()})
     path = Path(path)
     try:
         # a regular file within the size cap (a FIFO or /dev/zero is refused at once);
@@ -507,6 +542,17 @@ def load_openrlhf_log(
     Raises:
         CurveTraceError: A malformed row; the message names the file, 1-based line and field.
     """
+    _check_loader_args(
+        greater_is_better,
+        {
+            "eval_key": eval_key,
+            "loss_key": loss_key,
+            "proxy_key": proxy_key,
+            "kl_key": kl_key,
+            "gold_key": gold_key,
+            "step_key": step_key,
+        },
+    )
     path = Path(path)
     fmt = fmt or ("csv" if path.suffix.lower() == ".csv" else "jsonl")
     if fmt not in ("jsonl", "csv"):

@@ -245,3 +245,29 @@ def test_an_absurd_number_of_checkpoints_is_refused_or_ignored(tmp_path, capsys)
     trace = read_runs(log, metric="eval_loss", greater_is_better=False)[0]
     assert "n_checkpoints" not in trace.meta
     assert replay(trace, EvalStop(2)).decisions  # decided with the log's own length
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"greater_is_better": "no"}, "greater_is_better='no' is not allowed: True or False"),
+        ({"greater_is_better": 0}, "greater_is_better=0"),
+        ({"eval_key": None}, "eval_key=None is not allowed: a non-empty string"),
+        ({"loss_key": 5}, "loss_key=5"),
+        ({"eval_key": ["eval_loss"]}, "eval_key="),
+        ({"gold_key": ["x"]}, "gold_key="),
+        ({"signal_keys": {"entropy": 3}}, r"signal_keys\['entropy'\]=3"),
+    ],
+)
+def test_loader_arguments_are_checked_before_the_file_is_read(kwargs, match) -> None:
+    """``greater_is_better="no"`` (truthy) read a loss as a score, silently; a key that is
+    not a string was a TypeError from inside difflib."""
+    from evalstop_gym.corpus import load_trl_trainer_state
+
+    with pytest.raises(ConfigError, match=match):
+        load_trl_trainer_state(DPO_NOISY, **kwargs)
+    if "greater_is_better" in kwargs:
+        with pytest.raises(ConfigError, match="greater_is_better"):
+            read_runs(DATA / "openrlhf_metrics.csv", **kwargs)
+        with pytest.raises(ConfigError, match="greater_is_better"):
+            read_runs(DATA / "traces.jsonl", metric="eval", **kwargs)
