@@ -204,6 +204,7 @@ def _build_from_records(
 
 def _metric_value(value: Any, where: str) -> float:
     """A logged metric (a JSON number or a CSV cell) as a bounded float, or CurveTraceError."""
+    given = value  # the message shows what the file holds, not its failed conversion
     if isinstance(value, str):
         try:
             value = float(value)
@@ -211,7 +212,7 @@ def _metric_value(value: Any, where: str) -> float:
             value = None
     number = as_bounded_number(value)
     if number is None:
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        shown = repr(given) if len(repr(given)) <= 60 else repr(given)[:57] + "..."
         raise CurveTraceError(
             f"{where}: expected a finite number of magnitude <= {MAX_ABS_VALUE:g}, got {shown}"
         )
@@ -228,6 +229,7 @@ def _default_run_id(path: Path) -> str:
 
 def _step_of(value: Any, path: Path, where: str, key: str) -> int:
     """A logged step (a JSON number or a CSV cell) as an int in [0, MAX_STEP], or CurveTraceError."""
+    given = value
     if isinstance(value, str):
         try:
             value = float(value)
@@ -235,7 +237,7 @@ def _step_of(value: Any, path: Path, where: str, key: str) -> int:
             value = None
     step = as_bounded_number(value, integer=True)
     if step is None:
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        shown = repr(given) if len(repr(given)) <= 60 else repr(given)[:57] + "..."
         raise CurveTraceError(
             f"{path}: {where}: field {key!r}: expected an integer step in [0, {MAX_STEP}], "
             f"got {shown}"

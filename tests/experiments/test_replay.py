@@ -271,3 +271,16 @@ def test_loader_arguments_are_checked_before_the_file_is_read(kwargs, match) -> 
             read_runs(DATA / "openrlhf_metrics.csv", **kwargs)
         with pytest.raises(ConfigError, match="greater_is_better"):
             read_runs(DATA / "traces.jsonl", metric="eval", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("row", "shown"),
+    [("2,0.4,abc", "got 'abc'"), ("ten,0.4,1", "got 'ten'"), ("2,0.4,1e999", "got '1e999'")],
+)
+def test_a_bad_cell_is_shown_as_the_file_has_it(row, shown, tmp_path, capsys) -> None:
+    """The message said ``got None`` (the failed conversion), not the cell."""
+    log = tmp_path / "metrics.csv"
+    log.write_text(f"global_step,train/policy_loss,eval/reward\n{row}\n")
+    assert main(["curves", "replay", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 2" in err[0] and shown in err[0]
