@@ -232,7 +232,13 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self.history = []
         self._pinned_step = None
         if saved is not None:
-            self.stopper.load_state_dict(saved["stopper"])
+            _check_restored(saved)
+            try:
+                self.stopper.load_state_dict(saved["stopper"])
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                if isinstance(exc, ConfigError):
+                    raise
+                raise _corrupt(saved["stopper"], f"the stopper's saved state ({exc})") from None
             self.history = [dict(h) for h in saved["history"]]
             self._pinned_step = self.best_step if self.pin else None
         self._restored = None
@@ -341,10 +347,19 @@ class EvalStopCallback(TrainerCallback, ExportableState):
 
     def _saved_state(self, state: Any) -> dict[str, Any] | None:
         """This callback's stopper state in a resumed ``trainer_state.json``, if any."""
-        stored = (state.stateful_callbacks or {}).get(type(self).__name__)
+        callbacks = state.stateful_callbacks or {}
+        if not isinstance(callbacks, dict):
+            return None  # not transformers' record: nothing of this callback's
+        stored = callbacks.get(type(self).__name__)
         entries = stored if isinstance(stored, list) else [stored] if stored else []
         mine = self.state()["args"]
         for entry in entries:
+            if not (
+                isinstance(entry, dict)
+                and isinstance(entry.get("args", {}), dict)
+                and isinstance(entry.get("attributes", {}), dict)
+            ):
+                raise _corrupt(entry, "an object with 'args' and 'attributes' objects")
             theirs = entry.get("args", {})
             if all(
                 theirs.get(k) == mine[k] for k in ("metric", "policy_name", "greater_is_better")
@@ -412,6 +427,34 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         return (
             f"EvalStopCallback({policy_name(self.policy)}, metric={self.metric!r}, "
             f"greater_is_better={self.greater_is_better})"
+        )
+
+
+def _corrupt(value: Any, allowed: str) -> ConfigError:
+    """The one-line error of a resumed checkpoint whose saved callback state is damaged."""
+    return ConfigError(
+        "stateful_callbacks['EvalStopCallback']",
+        value,
+        f"{allowed}, as an EvalStopCallback wrote it in the checkpoint's trainer_state.json "
+        "(resume from an unchanged checkpoint, or start the run afresh)",
+    )
+
+
+def _check_restored(saved: Any) -> None:
+    """Refuse a saved ``_restored`` state that is not what :meth:`EvalStopCallback.state` writes."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("stopper"), dict):
+        raise _corrupt(saved, "an object with the stopper's state under 'stopper'")
+    history = saved.get("history")
+    if not isinstance(history, list) or not all(
+        isinstance(h, dict)
+        and isinstance(h.get("step"), int)
+        and not isinstance(h.get("step"), bool)
+        and isinstance(h.get("value"), int | float)
+        and math.isfinite(h["value"])
+        for h in history
+    ):
+        raise _corrupt(
+            history, "a list of {'step': int, 'value': finite number, ...} under 'history'"
         )
 
 

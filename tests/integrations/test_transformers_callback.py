@@ -431,3 +431,54 @@ def test_arguments_that_failed_only_once_training_began_fail_at_construction(kwa
     began; ``loss_key=[]`` at the first evaluation, as a TypeError."""
     with pytest.raises(ConfigError, match=match):
         EvalStopCallback(**kwargs)
+
+
+def _saved_callback_state(tmp_path: Path) -> dict:
+    stop = EvalStopCallback(EvalStop(2))
+    _begin(stop, tmp_path, bare_state(0))
+    from transformers import TrainerControl
+
+    for step, value in ((10, 1.0), (20, 0.8), (30, 0.9)):
+        stop.on_evaluate(None, bare_state(step), TrainerControl(), metrics={"eval_loss": value})
+    return json.loads(json.dumps(stop.state()))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda g: "garbage",
+        lambda g: [5],
+        lambda g: {**g, "attributes": []},
+        lambda g: {**g, "attributes": {"_restored": "x"}},
+        lambda g: {
+            **g,
+            "attributes": {"_restored": {**g["attributes"]["_restored"], "history": [1, 2]}},
+        },
+        lambda g: {**g, "attributes": {"_restored": {"history": []}}},
+        lambda g: {
+            **g,
+            "attributes": {
+                "_restored": {
+                    **g["attributes"]["_restored"],
+                    "stopper": {**g["attributes"]["_restored"]["stopper"], "decisions": [1, 2, 3]},
+                }
+            },
+        },
+    ],
+)
+def test_a_damaged_saved_state_is_refused_in_one_line_on_resume(damage, tmp_path) -> None:
+    """It gave AttributeError, KeyError or TypeError tracebacks when training began."""
+    state = bare_state(30)
+    state.stateful_callbacks = {"EvalStopCallback": damage(_saved_callback_state(tmp_path))}
+    with pytest.raises(
+        ConfigError, match=r"stateful_callbacks\['EvalStopCallback'\]=.* is not allowed"
+    ):
+        _begin(EvalStopCallback(EvalStop(2)), tmp_path / "resumed", state)
+
+
+def test_an_undamaged_saved_state_resumes(tmp_path) -> None:
+    state = bare_state(30)
+    state.stateful_callbacks = {"EvalStopCallback": _saved_callback_state(tmp_path)}
+    stop = EvalStopCallback(EvalStop(2))
+    _begin(stop, tmp_path / "resumed", state)
+    assert [h["step"] for h in stop.history] == [10, 20, 30] and stop.best_step == 20
