@@ -776,11 +776,13 @@ class BackwardStopper:
             view.job_type, view.evals, view.loss, view.progress, view.consecutive_declines
         )
 
-    def ends(self, arrays: EpisodeArrays) -> np.ndarray:
+    def ends(self, arrays: EpisodeArrays, margin: float = 0.0) -> np.ndarray:
         """(n,) the checkpoint after which each job of an episode ends under this stopper.
 
         The decisions :meth:`act` makes on the same observations, made for every job
-        of the episode at once (a job that is never stopped ends at K).
+        of the episode at once (a job that is never stopped ends at K).  ``margin``
+        stops when the predicted gain of continuing is below ``-margin`` instead of 0
+        (a threshold study, ``benchmarks/heldout_threshold.py``; :meth:`act` uses 0).
         """
         n, k = arrays.evals.shape
         end = np.full(n, k)
@@ -791,7 +793,7 @@ class BackwardStopper:
                 continue
             rows = np.flatnonzero(alive)
             x = features_at(arrays, rows, i, self.settings, self.model.smoothed)
-            stop = self.model.predict(bucket, x) < 0.0
+            stop = self.model.predict(bucket, x) < -margin
             end[rows[stop]] = i
             alive[rows[stop]] = False
         return end

@@ -313,3 +313,18 @@ def test_general_episodes_keep_a_subset_of_each_episodes_jobs_in_order() -> None
     np.testing.assert_array_equal(sub.arrays.evals, ep.arrays.evals[rows])
     assert _some_jobs(ep, 10, 20_000).values.tolist() == sub.values.tolist()  # seeded
     assert _some_jobs(ep, 100, 20_000) is ep
+
+
+def test_a_stop_margin_only_delays_stops(model: BackwardModel) -> None:
+    """``ends(arrays, margin)`` stops below ``-margin``: 0 is ``act``'s rule, a larger
+    margin ends every job at or after where a smaller one does."""
+    from evalstop_experiments.scoring import episode_arrays
+
+    kw = _kw()
+    st = BackwardStopper(model).bind_task(kw)
+    arrays = episode_arrays(kw, 5).arrays
+    plain = st.ends(arrays)
+    assert st.ends(arrays, 0.0).tolist() == plain.tolist()
+    later, sooner = st.ends(arrays, 1e-3), st.ends(arrays, -1e-3)
+    assert (later >= plain).all() and (plain >= sooner).all()
+    assert (st.ends(arrays, 1e9) == arrays.evals.shape[1]).all()  # never stops
