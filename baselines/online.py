@@ -52,11 +52,11 @@ from typing import Any
 
 import numpy as np
 
+from evalstop_gym.corpus.format import MAX_RUN_EVALS
 from evalstop_gym.envs.config import parse_obs_fields
 from evalstop_gym.envs.core import BOUNDS, ObservationLayout
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.calibration import get_calibration
-from evalstop_gym.sim.config import MAX_RUN_EVALS
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 from .bayes import REAL_CURVE_NOISE, BayesStopper

@@ -33,10 +33,9 @@ import numpy as np
 from baselines.online import SHORT_FORMS, OnlineStopper, ScaleRule, short_spec_factory
 from baselines.policies import Policy
 from evalstop_gym.corpus import CurveTrace, load_openrlhf_log, load_trl_trainer_state, read_traces
-from evalstop_gym.corpus.format import CurveTraceError, json_lines
+from evalstop_gym.corpus.format import MAX_RUN_EVALS, CurveTraceError, json_lines
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.fileio import atomic_savefig, atomic_write, refuse_overwrite
-from evalstop_gym.sim.config import MAX_RUN_EVALS
 from evalstop_gym.sim.workloads import JOB_TYPES
 
 from .scoring import PolicySource

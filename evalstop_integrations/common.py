@@ -10,8 +10,8 @@ from typing import Any
 
 from baselines.online import OnlineStopper
 from baselines.policies import EvalStop, Policy
+from evalstop_gym.corpus.format import MAX_RUN_EVALS
 from evalstop_gym.errors import ConfigError, is_integer
-from evalstop_gym.sim.config import MAX_RUN_EVALS
 
 
 def resolve_policy(policy: Policy | None) -> Policy:

@@ -102,6 +102,10 @@ SIGNAL_SERIES: tuple[str, ...] = (
 MAX_ABS_VALUE = 1e9
 #: Largest optimiser step (steps are stored as int64).
 MAX_STEP = 10**15
+#: Most evaluations a live or replayed run may plan (``n_checkpoints`` of a stopper
+#: deciding a user's run): far beyond any run's evaluations; a stopper's arrays grow with
+#: it (about 85 bytes each), so a mistyped 10**12 is refused instead of exhausting memory.
+MAX_RUN_EVALS = 100_000
 #: Kept for code that imports it: a logged KL estimate is now accepted at any sign (TRL
 #: RLOO's mean log-ratio is signed), so no tolerance below 0 applies.
 KL_TOLERANCE = math.inf

@@ -19,10 +19,10 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..fileio import bounded_lines, open_regular, utf8_error_line
-from ..sim.config import MAX_RUN_EVALS
 from .analysis import label_hacking
 from .format import (
     MAX_ABS_VALUE,
+    MAX_RUN_EVALS,
     MAX_STEP,
     CurveTrace,
     CurveTraceError,

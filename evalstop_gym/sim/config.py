@@ -34,10 +34,6 @@ MAX_JOBS = 1_000_000
 MAX_EVAL_NOISE = 10.0
 #: Upper bound of a per-event cost (restore_h, eval_cost_h): a day of GPU time per event.
 MAX_EVENT_COST_H = 24.0
-#: Most evaluations a live or replayed run may plan (``n_checkpoints`` of a stopper
-#: deciding a user's run): far beyond any run's evaluations; a stopper's arrays grow with
-#: it (about 85 bytes each), so a mistyped 10**12 is refused instead of exhausting memory.
-MAX_RUN_EVALS = 100_000
 
 #: ``SimConfig(costs=...)`` presets: (restore_h, eval_cost_h), hours of the job's GPUs.
 #:
