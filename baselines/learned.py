@@ -245,13 +245,14 @@ class Learned:
         label: Name in tables (default: ``Learned-<algo>[<fields>]``).
     """
 
-    def __new__(cls, path: str | Path, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, path: str | Path | None = None, *args: Any, **kwargs: Any) -> Any:
         """A backward-induction ``.npz`` is loaded as its own stopper class (same trust rules).
 
         So every place that builds ``Learned(path)`` (a benchmark cell, ``model:PATH``)
-        plays either kind of model file.
+        plays either kind of model file.  No path: a bare object for ``copy.deepcopy`` to
+        fill (the live-run integrations copy the policy for each trial).
         """
-        if cls is Learned and is_backward_file(path):
+        if path is not None and cls is Learned and is_backward_file(path):
             label = kwargs.get("label", args[1] if len(args) > 1 else None)
             return routed.load_stopper(
                 path, label=label, sha256=kwargs.get("sha256"), trust=kwargs.get("trust", False)

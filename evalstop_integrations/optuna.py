@@ -65,11 +65,13 @@ class EvalStopPruner(optuna.pruners.BasePruner):
     ) -> None:
         self.policy = resolve_policy(policy)
         self.n_checkpoints = check_n_checkpoints(n_checkpoints)
-        check_stopper_args(self.policy, job_type, scale)
+        check_stopper_args(job_type, scale)
         self.job_type = job_type
         self.scale = scale
         #: Per trial, the reports fed so far ((step, value), in step order) and its stopper.
-        self._fed: dict[tuple[Any, ...], tuple[list[tuple[int, Any]], OnlineStopper]] = {}
+        #: A new study of the same name numbers its trials from 0 again: its trial is told
+        #: from the old one by its reports, not its key.
+        self._fed: dict[tuple[str, int], tuple[list[tuple[int, Any]], OnlineStopper]] = {}
 
     def prune(self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial) -> bool:
         """Whether the stopper, fed the trial's reports in step order, has said stop."""
@@ -83,9 +85,7 @@ class EvalStopPruner(optuna.pruners.BasePruner):
         self, study: optuna.study.Study, trial: optuna.trial.FrozenTrial
     ) -> tuple[list[tuple[int, Any]], OnlineStopper]:
         greater = study.direction == StudyDirection.MAXIMIZE
-        # The trial's start time too: a new study of the same name (a pruner reused across
-        # runs of a script) numbers its trials from 0 again.
-        key = (study.study_name, trial.number, trial.datetime_start)
+        key = (study.study_name, trial.number)
         values = trial.intermediate_values
         reports = [(step, values[step]) for step in sorted(values)]
         fed, stopper = self._fed.get(key, ([], None))

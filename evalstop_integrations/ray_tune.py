@@ -21,6 +21,7 @@ threshold in the metric's own units) the default ``EvalStop(2)`` needs no scale.
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import warnings
 from typing import Any
@@ -55,7 +56,8 @@ class EvalStopStopper(Stopper):
         mode: ``"max"`` (higher is better) or ``"min"``.
         n_checkpoints: How many results with the metric a trial reports when it runs to
             the end (the stopper's progress denominator).
-        step_key: The result key used as the step (Tune's ``training_iteration``).
+        step_key: The result key used as the step (Tune's ``training_iteration``); ``None``:
+            none (every result with the metric is a new evaluation).
         job_type: The job type the stopper is told (``rlhf``, ``dpo`` or ``lora``).
         scale: Passed to :class:`~baselines.online.OnlineStopper`.
     """
@@ -77,13 +79,14 @@ class EvalStopStopper(Stopper):
         self.metric = check_metric(metric)
         self.mode = mode
         self.n_checkpoints = check_n_checkpoints(n_checkpoints)
-        self.step_key = check_key("step_key", step_key)
-        check_stopper_args(self.policy, job_type, scale)
+        self.step_key = check_key("step_key", step_key, optional=True)
+        check_stopper_args(job_type, scale)
         self.job_type = job_type
         self.scale = scale
         self._stoppers: dict[str, OnlineStopper] = {}
         self._last_step: dict[str, int] = {}
         self._warned_missing = False
+        self._missing: dict[str, int] = {}  # per trial, results without the metric
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         """Feed the trial's result to its stopper; True once the stopper has said stop."""
@@ -91,24 +94,38 @@ class EvalStopStopper(Stopper):
         if stopper.stopped:
             return True
         if self.metric not in result:
-            if not self._warned_missing and not any(s.decisions for s in self._stoppers.values()):
-                # A mistyped metric never stops a trial: say so once, with the keys there are.
-                self._warned_missing = True
-                warnings.warn(
-                    f"EvalStopStopper: metric={self.metric!r} is not in the trial's result "
-                    f"{sorted(map(str, result))}; results without it are not decided",
-                    stacklevel=2,
-                )
+            self._note_missing(trial_id, result)
             return False
         value = as_value(result[self.metric], self.metric)
         if value is None:
             return False
-        step = _step_of(result.get(self.step_key), self.step_key)
+        step = None if self.step_key is None else _step_of(result.get(self.step_key), self.step_key)
         if step is not None and step <= self._last_step.get(trial_id, -1):
             return False  # a result seen already: Tune re-sends a trial's last one when it ends
         if step is not None:
             self._last_step[trial_id] = step
         return bool(stopper.observe(value, step=step))
+
+    def _note_missing(self, trial_id: str, result: dict[str, Any]) -> None:
+        """Warn once when the metric looks mistyped, since then no trial is ever stopped.
+
+        A result without the metric is normal (a trial that evaluates every few
+        iterations), so the warning waits for a sign: a key of the result close to the
+        metric's name, or a trial with ``n_checkpoints`` results and none carrying it.
+        """
+        self._missing[trial_id] = self._missing.get(trial_id, 0) + 1
+        if self._warned_missing or self._stoppers[trial_id].decisions:
+            return
+        keys = sorted(map(str, result))
+        close = difflib.get_close_matches(self.metric, keys, n=1, cutoff=0.8)
+        if close or self._missing[trial_id] >= self.n_checkpoints:
+            self._warned_missing = True
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            warnings.warn(
+                f"EvalStopStopper: metric={self.metric!r} is in none of trial {trial_id}'s "
+                f"{self._missing[trial_id]} results so far{hint}; their keys: {keys}",
+                stacklevel=3,
+            )
 
     def stop_all(self) -> bool:
         """Never stops the whole experiment: each trial is judged on its own results."""

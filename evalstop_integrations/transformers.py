@@ -138,7 +138,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         if policy is None and policy_name is not None:
             policy = _borrow_policy(policy_name)
         self.policy = resolve_policy(policy)
-        check_stopper_args(self.policy, job_type, scale)
+        check_stopper_args(job_type, scale)
         self.job_type = job_type
         self.loss_key = check_key("loss_key", loss_key, optional=True)
         self.scale = scale

@@ -137,3 +137,34 @@ def test_arguments_that_failed_only_at_the_first_prune_fail_at_construction(kwar
     """They aborted ``study.optimize`` at the first ``should_prune``."""
     with pytest.raises(ConfigError, match=match):
         EvalStopPruner(**{"n_checkpoints": 5, **kwargs})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(
+            lambda: __import__("baselines").BayesStopper.for_task("hard-0.12"), id="Bayes"
+        ),
+        pytest.param(
+            lambda: pytest.importorskip("baselines.learned").Learned.pretrained("hard"),
+            id="Learned",
+        ),
+    ],
+)
+def test_a_stopper_of_fixed_k_or_that_copies_deeply_prunes_as_the_online_stopper(make) -> None:
+    values = [0.3 + 0.03 * i for i in range(12)] + [0.63 - 0.05 * i for i in range(1, 9)]
+    pruner = EvalStopPruner(make(), n_checkpoints=20)
+    online = OnlineStopper(make(), 20)
+
+    def objective(trial: optuna.Trial) -> float:
+        for step, value in enumerate(values):
+            trial.report(value, step)
+            expected = online.observe(value, step=step)
+            assert trial.should_prune() == expected
+            if expected:
+                raise optuna.TrialPruned()
+        return values[-1]
+
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    study.optimize(objective, n_trials=1)
+    assert pruner.stopper(study, study.trials[0]).decisions == online.decisions

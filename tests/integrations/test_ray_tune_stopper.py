@@ -86,18 +86,45 @@ def test_a_tune_run_stops_the_declining_trial(tmp_path) -> None:
     assert sorted(stop.stopper(t).stopped for t in stop.trials) == [False, True]
 
 
-def test_a_metric_no_result_carries_is_named_once_with_the_keys_there_are() -> None:
+def test_a_mistyped_metric_is_named_once_with_the_keys_there_are() -> None:
     """A mistyped metric never stopped a trial, and nothing said so."""
-    stop = EvalStopStopper(EvalStop(2), metric="scroe", n_checkpoints=5)
-    with pytest.warns(
-        UserWarning, match=r"metric='scroe' is not in .*\['score', 'training_iteration'\]"
-    ):
-        assert stop("t", {"score": 1.0, "training_iteration": 1}) is False
     import warnings
 
+    stop = EvalStopStopper(EvalStop(2), metric="scroe", n_checkpoints=5)
+    with pytest.warns(UserWarning, match=r"metric='scroe' is in none .*did you mean 'score'"):
+        assert stop("t", {"score": 1.0, "training_iteration": 1}) is False
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert stop("t", {"score": 0.5, "training_iteration": 2}) is False  # said once
+
+
+def test_a_metric_reported_every_few_results_is_not_warned_about() -> None:
+    """A trial that evaluates every third iteration reports results without the metric:
+    that is no typo (the first version warned at the first such result)."""
+    import warnings
+
+    stop = EvalStopStopper(EvalStop(2), metric="eval_acc", n_checkpoints=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i in range(1, 16):
+            result = {"loss": 1.0 / i, "training_iteration": i}
+            if i % 3 == 0:
+                result["eval_acc"] = 0.1 * i
+            stop("t", result)
+    assert len(stop.stopper("t").decisions) == 5
+    # No result of a trial ever carrying it, over n_checkpoints results: said once.
+    other = EvalStopStopper(EvalStop(2), metric="accuracy", n_checkpoints=3)
+    for i in (1, 2):
+        other("t", {"loss": 1.0, "training_iteration": i})
+    with pytest.warns(UserWarning, match="is in none of trial t's 3 results"):
+        other("t", {"loss": 1.0, "training_iteration": 3})
+
+
+def test_without_a_step_key_every_result_with_the_metric_is_an_evaluation() -> None:
+    stop = EvalStopStopper(EvalStop(2), metric="score", n_checkpoints=5, step_key=None)
+    for value in (0.5, 0.7, 0.6, 0.5):
+        stop("t", {"score": value})
+    assert [d["value"] for d in stop.stopper("t").decisions] == [0.5, 0.7, 0.6, 0.5]
 
 
 @pytest.mark.parametrize("step", [0.5, 1.5, float("nan"), "abc", float("inf")])
@@ -121,6 +148,7 @@ def test_a_step_that_is_not_a_whole_number_is_refused(step) -> None:
             r"n_checkpoints=1000000000000 is not allowed: an integer in \[1, 100000\]",
         ),
         ({"step_key": []}, "step_key=\\[\\]"),
+        ({"step_key": ""}, "step_key=''"),
     ],
 )
 def test_arguments_that_failed_only_at_the_first_result_fail_at_construction(kwargs, match) -> None:
@@ -134,3 +162,25 @@ def test_a_value_beyond_float_range_is_skipped_as_non_finite() -> None:
     stop = EvalStopStopper(EvalStop(2), metric="score", n_checkpoints=5)
     assert stop("t", {"score": 10**400, "training_iteration": 1}) is False
     assert stop.stopper("t").decisions == []
+
+
+FIXED_K = [
+    pytest.param(lambda: __import__("baselines").BayesStopper.for_task("hard-0.12"), id="Bayes"),
+    pytest.param(
+        lambda: pytest.importorskip("baselines.learned").Learned.pretrained("hard"), id="Learned"
+    ),
+]
+#: 20 evaluations (the models' K) that rise, then fall.
+PEAKED = [0.3 + 0.03 * i for i in range(12)] + [0.63 - 0.05 * i for i in range(1, 9)]
+
+
+@pytest.mark.parametrize("make", FIXED_K)
+def test_a_stopper_of_fixed_k_or_that_copies_deeply_decides_as_the_online_stopper(make) -> None:
+    """Bayes (K fixed by its calibration) and Learned (a torch model, copied per trial):
+    the construction check built a 2-checkpoint stopper and refused both."""
+    stop = EvalStopStopper(make(), metric="score", n_checkpoints=20)
+    online = OnlineStopper(make(), 20)
+    for i, value in enumerate(PEAKED, start=1):
+        got = stop("t", {"score": value, "training_iteration": i})
+        assert got == online.observe(value, step=i)
+    assert stop.stopper("t").decisions == online.decisions

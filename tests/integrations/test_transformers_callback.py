@@ -482,3 +482,32 @@ def test_an_undamaged_saved_state_resumes(tmp_path) -> None:
     stop = EvalStopCallback(EvalStop(2))
     _begin(stop, tmp_path / "resumed", state)
     assert [h["step"] for h in stop.history] == [10, 20, 30] and stop.best_step == 20
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(
+            lambda: __import__("baselines").BayesStopper.for_task("hard-0.12"), id="Bayes"
+        ),
+        pytest.param(
+            lambda: __import__("baselines.learned").learned.Learned.pretrained("hard"), id="Learned"
+        ),
+    ],
+)
+def test_a_stopper_of_fixed_k_decides_in_the_callback_as_the_online_stopper(make, tmp_path) -> None:
+    """The construction check built a 2-checkpoint stopper, which Bayes (K = 20) refused and
+    Learned could not be deep-copied into."""
+    from transformers import TrainerControl
+
+    values = [0.3 + 0.03 * i for i in range(12)] + [0.63 - 0.05 * i for i in range(1, 9)]
+    stop = EvalStopCallback(make(), metric="eval_reward", n_checkpoints=20)
+    _begin(stop, tmp_path, bare_state(0))
+    online = OnlineStopper(make(), 20)
+    for i, value in enumerate(values, start=1):
+        control = TrainerControl()
+        stop.on_evaluate(None, bare_state(10 * i), control, metrics={"eval_reward": value})
+        assert control.should_training_stop == online.observe(value, step=10 * i)
+        if control.should_training_stop:
+            break
+    assert stop.decisions == online.decisions
