@@ -195,7 +195,7 @@ def _integer(x: Any) -> bool:
 
 def _net_arch(x: Any) -> bool:
     """SB3's ``net_arch``: a list of layer sizes, or a dict of such lists (pi/vf/qf)."""
-    sizes = lambda v: isinstance(v, list) and all(_integer(n) and n >= 1 for n in v)  # noqa: E731
+    sizes = lambda v: isinstance(v, list | tuple) and all(_integer(n) and n >= 1 for n in v)  # noqa: E731
     if isinstance(x, dict):
         return bool(x) and set(x) <= {"pi", "vf", "qf"} and all(sizes(v) for v in x.values())
     return sizes(x)
@@ -207,17 +207,24 @@ def _net_arch(x: Any) -> bool:
 #: inside ``train`` with an UnboundLocalError, ``gamma="x"`` in the first rollout), after
 #: the envs and the log folder were made.
 HYPERPARAM_VALUES: dict[str, tuple[Any, str]] = {
-    "learning_rate": (lambda x: _number(x) and x > 0, "a number > 0"),
+    # A schedule (a callable of the remaining progress) is SB3's too, from Python.
+    "learning_rate": (lambda x: callable(x) or (_number(x) and x > 0), "a number > 0"),
     "n_steps": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
-    "batch_size": (lambda x: _integer(x) and x >= 2, "an integer >= 2"),
+    "batch_size": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
     "n_epochs": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
     "gamma": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
     "gae_lambda": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
-    "clip_range": (lambda x: _number(x) and x > 0, "a number > 0"),
-    "clip_range_vf": (lambda x: x is None or (_number(x) and x > 0), "null or a number > 0"),
+    "clip_range": (lambda x: callable(x) or (_number(x) and x > 0), "a number > 0"),
+    "clip_range_vf": (
+        lambda x: x is None or callable(x) or (_number(x) and x > 0),
+        "null or a number > 0",
+    ),
     "ent_coef": (lambda x: _number(x) and x >= 0, "a number >= 0"),
     "vf_coef": (lambda x: _number(x) and x >= 0, "a number >= 0"),
-    "max_grad_norm": (lambda x: _number(x) and x > 0, "a number > 0"),
+    "max_grad_norm": (  # inf: no clipping
+        lambda x: x == float("inf") or (_number(x) and x > 0),
+        "a number > 0",
+    ),
     "target_kl": (lambda x: x is None or (_number(x) and x > 0), "null or a number > 0"),
     "rms_prop_eps": (lambda x: _number(x) and x > 0, "a number > 0"),
     "buffer_size": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
@@ -231,12 +238,12 @@ HYPERPARAM_VALUES: dict[str, tuple[Any, str]] = {
                 and len(x) == 2
                 and _integer(x[0])
                 and x[0] >= 1
-                and x[1] in ("step", "episode")
+                and getattr(x[1], "value", x[1]) in ("step", "episode")
             )
         ),
         'an integer >= 1, or [n, "step"] / [n, "episode"]',
     ),
-    "gradient_steps": (lambda x: _integer(x) and (x >= 1 or x == -1), "an integer >= 1, or -1"),
+    "gradient_steps": (lambda x: _integer(x) and x >= -1, "an integer >= 0, or -1"),
     "target_update_interval": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
     "exploration_fraction": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
     "exploration_initial_eps": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
@@ -274,8 +281,6 @@ def check_hyperparam_values(algo: str, hyperparams: dict[str, Any]) -> None:
     """
     for key, value in hyperparams.items():
         rule = HYPERPARAM_VALUES.get(key)
-        if key == "batch_size" and algo == "dqn":  # sampled from the replay buffer: 1 works
-            rule = (lambda x: _integer(x) and x >= 1, "an integer >= 1")
         if rule is not None and not rule[0](value):
             raise ValueError(f"hyperparams: {key}={value!r} is not allowed for {algo}: {rule[1]}")
 
@@ -328,11 +333,19 @@ def train(
     # One env built only to read the task's config and spaces.
     probe = EvalStopEnv(**config.env_kwargs)
     hp = {**load_hyperparams(config.algo), **(config.hyperparams or {})}
-    if config.algo != "dqn" and hp.get("n_steps", 2) * config.n_envs < 2:
-        raise ValueError(
-            f"hyperparams: n_steps={hp['n_steps']} with n_envs={config.n_envs} is not "
-            f"allowed for {config.algo}: n_steps * n_envs >= 2 (a rollout of one step)"
-        )
+    if config.algo in ("ppo", "recurrentppo") and hp.get("normalize_advantage", True):
+        # What PPO asserts when it is built: advantages of one sample cannot be normalised.
+        if hp.get("n_steps", 2) * config.n_envs < 2:
+            raise ValueError(
+                f"hyperparams: n_steps={hp['n_steps']} with n_envs={config.n_envs} is not "
+                f"allowed for {config.algo}: n_steps * n_envs >= 2 (or normalize_advantage "
+                "false)"
+            )
+        if hp.get("batch_size", 2) < 2:
+            raise ValueError(
+                f"hyperparams: batch_size={hp['batch_size']} is not allowed for "
+                f"{config.algo}: an integer >= 2 (or normalize_advantage false)"
+            )
     out, log_dir = _output_paths(config.out)
     # The outermost folder this call makes (None: the log folder exists already).
     made = next((d for d in (log_dir, *log_dir.parents) if d.parent.exists()), None)
@@ -341,13 +354,25 @@ def train(
     try:
         return _train_in(config, zoo, probe, hp, out, log_dir)
     except _BuildError as err:
-        # Nothing trained: the folders this call made hold only its envs' empty logs.
+        # Nothing trained: the log folder this call made holds only its envs' empty logs.
+        # Its parents this call made go too, each only if empty (another run may be
+        # writing beside it under a root both made).
         if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
-        raise ValueError(
-            f"hyperparams={config.hyperparams!r} is not allowed: {config.algo} refused them "
-            f"({type(err.__cause__).__name__}: {err.__cause__})"
-        ) from err.__cause__
+            shutil.rmtree(log_dir, ignore_errors=True)
+            for parent in log_dir.parents:
+                if not parent.is_relative_to(made):
+                    break
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+        cause = f"{type(err.__cause__).__name__}: {err.__cause__}"
+        if config.hyperparams:
+            raise ValueError(
+                f"hyperparams={config.hyperparams!r} is not allowed: {config.algo} refused "
+                f"them ({cause})"
+            ) from err.__cause__
+        raise ValueError(f"{config.algo} could not build its model ({cause})") from err.__cause__
 
 
 class _BuildError(Exception):

@@ -347,7 +347,7 @@ def test_train_refuses_hyperparams_sb3_does_not_take_before_any_work(
         ("ppo", {"gamma": 1.5}, "gamma=1.5"),
         ("ppo", {"learning_rate": -1}, "learning_rate=-1 is not allowed for ppo: a number > 0"),
         ("ppo", {"learning_rate": float("nan")}, "learning_rate=nan"),
-        ("ppo", {"batch_size": 1}, "batch_size=1 is not allowed for ppo: an integer >= 2"),
+        ("ppo", {"batch_size": 0}, "batch_size=0 is not allowed for ppo: an integer >= 1"),
         ("ppo", {"n_steps": 2.5}, "n_steps=2.5"),
         ("ppo", {"n_steps": True}, "n_steps=True"),
         ("ppo", {"target_kl": 0}, "target_kl=0 is not allowed for ppo: null or a number > 0"),
@@ -358,7 +358,7 @@ def test_train_refuses_hyperparams_sb3_does_not_take_before_any_work(
         ("ppo", {"policy_kwargs": [1]}, "policy_kwargs=\\[1\\]"),
         ("dqn", {"tau": 0}, r"tau=0 is not allowed for dqn: a number in \(0, 1\]"),
         ("dqn", {"train_freq": [4, "steps"]}, "train_freq"),
-        ("dqn", {"gradient_steps": 0}, "an integer >= 1, or -1"),
+        ("dqn", {"gradient_steps": -2}, "an integer >= 0, or -1"),
         ("dqn", {"exploration_final_eps": 2}, "exploration_final_eps=2"),
         ("a2c", {"rms_prop_eps": 0}, "rms_prop_eps=0"),
     ],
@@ -380,7 +380,10 @@ def test_train_refuses_hyperparam_values_sb3_rejects_late_before_any_work(
     [
         {"gamma": 0, "gae_lambda": 1, "learning_rate": 1e-3, "clip_range_vf": None},
         {"policy_kwargs": {"net_arch": {"pi": [8], "vf": [8, 8]}, "ortho_init": False}},
-        {"target_kl": 0.02, "normalize_advantage": False, "batch_size": 2},
+        {"target_kl": 0.02, "normalize_advantage": False, "batch_size": 1},
+        # what SB3 takes from Python beside JSON: schedules, no clipping, tuples
+        {"learning_rate": lambda progress: 3e-4 * progress, "clip_range": lambda p: 0.2},
+        {"max_grad_norm": float("inf"), "policy_kwargs": {"net_arch": (64, 64)}},
     ],
 )
 def test_train_config_takes_values_sb3_takes(tmp_path: Path, hyperparams) -> None:
@@ -389,6 +392,7 @@ def test_train_config_takes_values_sb3_takes(tmp_path: Path, hyperparams) -> Non
     TrainConfig(out=str(tmp_path / "m.zip"), hyperparams=hyperparams)
     TrainConfig(out=str(tmp_path / "d.zip"), algo="dqn",
                 hyperparams={"batch_size": 1, "train_freq": [1, "episode"], "gradient_steps": -1})  # fmt: skip
+    TrainConfig(out=str(tmp_path / "d.zip"), algo="dqn", hyperparams={"gradient_steps": 0})
 
 
 def test_train_refused_by_sb3_leaves_no_folder_and_says_why_in_one_line(tmp_path: Path) -> None:
@@ -410,3 +414,36 @@ def test_train_refused_by_sb3_leaves_no_folder_and_says_why_in_one_line(tmp_path
         train(tmp_path / "m.zip", timesteps=64, n_envs=1, env_kwargs=ENV, hyperparams=bad,
               progress=False)  # fmt: skip
     assert (mine / "notes.txt").read_text() == "mine"
+
+
+def test_ppo_refuses_what_it_would_assert_only_while_it_normalises_advantages(tmp_path) -> None:
+    """PPO asserts batch_size > 1 and n_steps * n_envs > 1 only with normalize_advantage."""
+    out = tmp_path / "m.zip"
+    for hp, match in (({"batch_size": 1}, "batch_size=1"), ({"n_steps": 1}, "n_steps=1")):
+        with pytest.raises(ValueError, match=match + ".*or normalize_advantage false"):
+            train(out, timesteps=64, n_envs=1, env_kwargs=ENV, hyperparams=hp, progress=False)
+        assert list(tmp_path.iterdir()) == []
+    # A2C has no such limit: one step a rollout is a plain A2C.
+    res = train(out, algo="a2c", timesteps=8, n_envs=1, env_kwargs=ENV, eval_freq=10**9,
+                hyperparams={"n_steps": 1, "env_wrapper": None}, progress=False)  # fmt: skip
+    assert res.path.exists()
+
+
+def test_a_refused_build_removes_only_what_it_made(tmp_path, monkeypatch) -> None:
+    """It removed the outermost folder it had made: under a new root two sweeps share, the
+    other run's folder went with it."""
+    import importlib
+
+    train_module = importlib.import_module("baselines.training.train")  # the module, not train()
+
+    def build_fails(*args, **kwargs):
+        (tmp_path / "new" / "b").mkdir()
+        (tmp_path / "new" / "b" / "monitor.csv").write_text("the other run's")
+        raise TypeError("no such policy keyword")
+
+    monkeypatch.setattr(train_module, "_make_model", build_fails)
+    with pytest.raises(ValueError, match=r"ppo could not build its model \(TypeError"):
+        train(tmp_path / "new" / "a" / "m.zip", timesteps=64, n_envs=1, env_kwargs=ENV,
+              progress=False)  # fmt: skip
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["b"]
+    assert (tmp_path / "new" / "b" / "monitor.csv").read_text() == "the other run's"
