@@ -151,6 +151,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         self._run_state: Any = None
         self._restored: dict[str, Any] | None = None
         self._warned_missing = False
+        self._warned_elsewhere = False
         #: One ``{"step", "value", "stop", "best_step"}`` per evaluation fed to the stopper.
         self.history: list[dict[str, Any]] = []
         if self.n_checkpoints is not None:
@@ -308,6 +309,23 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         """Pin the delivered checkpoint once it is on disk; drop the previous pin."""
         if not self.pin or self.best_step is None or not state.is_world_process_zero:
             return
+        step = int(state.global_step)
+        if (
+            step == self.best_step
+            and not os.path.isdir(self._checkpoint_path(step))
+            and not self._warned_elsewhere
+        ):
+            # The trainer saved this step's checkpoint, but not in output_dir (a
+            # hyperparameter search writes each trial's into output_dir/run-N/): say so
+            # rather than pin nothing in silence.
+            self._warned_elsewhere = True
+            warnings.warn(
+                f"EvalStopCallback: the trainer saved step {step}'s checkpoint outside "
+                f"{self._output_dir!r} (no {os.path.basename(self._checkpoint_path(step))} "
+                "there; Trainer.hyperparameter_search writes run-N/ folders): nothing is "
+                "pinned, and save_total_limit may delete what it would deliver",
+                stacklevel=2,
+            )
         self._pin(self.best_step)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -511,3 +511,28 @@ def test_a_stopper_of_fixed_k_decides_in_the_callback_as_the_online_stopper(make
         if control.should_training_stop:
             break
     assert stop.decisions == online.decisions
+
+
+def test_a_checkpoint_saved_outside_output_dir_is_said_not_pinned(tmp_path) -> None:
+    """Under ``Trainer.hyperparameter_search`` each trial saves into ``output_dir/run-N/``:
+    the callback found no checkpoint to pin and said nothing."""
+    import warnings
+
+    from transformers import TrainerControl
+
+    stop = EvalStopCallback(EvalStop(2))
+    _begin(stop, tmp_path, bare_state(0))
+    stop.on_evaluate(None, bare_state(10), TrainerControl(), metrics={"eval_loss": 1.0})
+    (tmp_path / "run-0" / "checkpoint-10").mkdir(parents=True)  # where the search saves
+    with pytest.warns(UserWarning, match="saved step 10's checkpoint outside .*nothing is pinned"):
+        stop.on_save(None, bare_state(10), TrainerControl())
+    assert not (tmp_path / PIN_DIR).exists()
+    # Where the trainer saves into output_dir, it pins and says nothing.
+    other = EvalStopCallback(EvalStop(2))
+    _begin(other, tmp_path / "plain", bare_state(0))
+    other.on_evaluate(None, bare_state(10), TrainerControl(), metrics={"eval_loss": 1.0})
+    (tmp_path / "plain" / "checkpoint-10").mkdir(parents=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        other.on_save(None, bare_state(10), TrainerControl())
+    assert (tmp_path / "plain" / PIN_DIR / "checkpoint-10").is_dir()
