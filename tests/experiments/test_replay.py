@@ -284,3 +284,14 @@ def test_a_bad_cell_is_shown_as_the_file_has_it(row, shown, tmp_path, capsys) ->
     assert main(["curves", "replay", str(log)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "line 2" in err[0] and shown in err[0]
+
+
+def test_bayes_on_a_run_too_long_for_its_tables_is_refused_in_one_line(tmp_path, capsys) -> None:
+    """``--policy bayes`` models the run's K evaluations; at K = 400 its tables would take
+    hundreds of GB (2.1 GB at 100, 7 GB at 150): refused, naming the limit."""
+    rows = "\n".join(f"{10 * i},{1.0 / i},{0.5 + 0.001 * i}" for i in range(1, 401))
+    log = tmp_path / "metrics.csv"
+    log.write_text(f"global_step,train/policy_loss,eval/reward\n{rows}\n")
+    assert main(["curves", "replay", str(log), "--policy", "bayes:hard"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "evals_per_job=400 is not allowed: at most 150" in err[-1]
