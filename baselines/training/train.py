@@ -431,6 +431,10 @@ def _train_in(
     )
     t0 = time.perf_counter()
     lean = lean_rollouts(model) if config.lean_predict else contextlib.nullcontext()
+    # What an earlier run may have left in the log folder: this run reads back only what
+    # its own evaluations write (a stale best_model.zip would be loaded, running its
+    # pickled code, and saved as this run's model when this run makes no evaluation).
+    left = {p: _stamp(p) for p in (log_dir / "best_model.zip", log_dir / "evaluations.npz")}
     with unchecked_distributions(), lean:
         model.learn(
             total_timesteps=config.timesteps,
@@ -442,8 +446,11 @@ def _train_in(
     # Written under a temporary name and renamed once complete (model and record), so an
     # interrupted run never leaves a half-written model at ``out``.
     tmp_out = out.with_name(f".{out.stem}.tmp.zip")
-    model, selected_best = _save_selected(model, config.algo, log_dir, config.keep_best, tmp_out)
-    curve = _learning_curve(log_dir / "evaluations.npz")
+    best, evaluations = left
+    model, selected_best = _save_selected(
+        model, config.algo, best, config.keep_best and _stamp(best) != left[best], tmp_out
+    )
+    curve = _learning_curve(evaluations) if _stamp(evaluations) != left[evaluations] else []
     # A custom base env (e.g. a padded mixture) may observe more than env_kwargs' env.
     space = (
         probe.observation_space
@@ -522,11 +529,20 @@ def _publish(tmp_out: Path, out: Path) -> None:
     write_hash_record(out)
 
 
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a file rewritten since: (inode, size, mtime in ns); None if absent."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def _save_selected(
-    model: Any, algo: str, log_dir: Path, keep_best: bool, out: Path
+    model: Any, algo: str, best: Path, keep_best: bool, out: Path
 ) -> tuple[Any, bool]:
-    """Save the best-evaluated model (if asked and evaluated) or the last one to ``out``."""
-    best = log_dir / "best_model.zip"
+    """Save the best-evaluated model ``best`` (if asked and this run wrote it) or the last
+    one to ``out``."""
     selected_best = keep_best and best.exists()
     if selected_best:
         model = algo_class(algo).load(best, device="cpu")

@@ -447,3 +447,18 @@ def test_a_refused_build_removes_only_what_it_made(tmp_path, monkeypatch) -> Non
               progress=False)  # fmt: skip
     assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["b"]
     assert (tmp_path / "new" / "b" / "monitor.csv").read_text() == "the other run's"
+
+
+def test_a_run_without_evaluations_never_reads_back_an_earlier_runs_logs(tmp_path) -> None:
+    """A best_model.zip left in the log folder (an earlier run's, or a file of the user's)
+    was loaded, running its pickled code, and saved as this run's model whenever this run
+    made no periodic evaluation; its evaluations.npz became this run's learning curve."""
+    log = tmp_path / "m"
+    log.mkdir()
+    (log / "best_model.zip").write_bytes(b"not a model: loading it would fail")
+    np.savez(log / "evaluations.npz", timesteps=np.array([99]), results=np.array([[1.0]]))
+    res = train(tmp_path / "m.zip", timesteps=64, n_envs=1, env_kwargs=ENV, eval_freq=10**9,
+                hyperparams={"n_steps": 64, "batch_size": 32, "n_epochs": 1}, progress=False)  # fmt: skip
+    meta = read_meta(res.path)
+    assert meta["selected"] == "last" and res.learning_curve == []
+    assert (log / "best_model.zip").read_bytes() == b"not a model: loading it would fail"
