@@ -279,6 +279,25 @@ def _layout_of(
     return ObservationLayout(fields, eval_window, n_checkpoints)
 
 
+def check_run_settings(job_type: Any, scale: Any) -> ScaleRule | None:
+    """A run's ``job_type`` checked and its ``scale`` as a :class:`ScaleRule` (or None).
+
+    What :class:`OnlineStopper` checks of them, callable before one is built (the live-run
+    integrations check their arguments when they are built, not at a run's first eval).
+
+    Raises:
+        ConfigError: a job type not in :data:`JOB_TYPES`, or a scale that is not a
+            ``ScaleRule``, its dict, or None.
+    """
+    if job_type not in JOB_TYPES:
+        raise ConfigError("job_type", job_type, f"one of {list(JOB_TYPES)}")
+    if isinstance(scale, dict):
+        scale = ScaleRule.from_dict(scale)
+    if scale is not None and not isinstance(scale, ScaleRule):
+        raise ConfigError("scale", scale, "a ScaleRule, its dict, or None (identity)")
+    return scale
+
+
 class OnlineStopper:
     """Drive ``policy`` one evaluation of a real run at a time, as ``EvalStop-v0`` would.
 
@@ -325,14 +344,9 @@ class OnlineStopper:
             or not 1 <= n_checkpoints <= MAX_RUN_EVALS
         ):
             raise ConfigError("n_checkpoints", n_checkpoints, f"an integer in [1, {MAX_RUN_EVALS}]")
-        if job_type not in JOB_TYPES:
-            raise ConfigError("job_type", job_type, f"one of {list(JOB_TYPES)}")
+        scale = check_run_settings(job_type, scale)
         if not isinstance(greater_is_better, bool):
             raise ConfigError("greater_is_better", greater_is_better, "True or False")
-        if isinstance(scale, dict):
-            scale = ScaleRule.from_dict(scale)
-        if scale is not None and not isinstance(scale, ScaleRule):
-            raise ConfigError("scale", scale, "a ScaleRule, its dict, or None (identity)")
         self.policy = policy
         self.n_checkpoints = k = int(n_checkpoints)
         self.job_type = job_type

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from baselines.online import OnlineStopper, ScaleRule
+from baselines.online import OnlineStopper
 from baselines.policies import EvalStop, Policy
 from evalstop_gym.corpus.format import MAX_RUN_EVALS
 from evalstop_gym.errors import ConfigError, is_integer
-from evalstop_gym.sim.workloads import JOB_TYPES
 
 
 def resolve_policy(policy: Policy | None) -> Policy:
@@ -61,18 +60,6 @@ def check_metric(metric: Any) -> str:
     if not isinstance(metric, str) or not metric:
         raise ConfigError("metric", metric, "the non-empty name of a reported metric")
     return metric
-
-
-def check_stopper_args(job_type: Any, scale: Any) -> None:
-    """Refuse a ``job_type`` or ``scale`` now, at construction, not at the first evaluation,
-    as :class:`OnlineStopper` would then (no stopper is built: a policy with a fixed number
-    of checkpoints, a Bayes stopper, or one that cannot be copied, a ``Learned``, is fine)."""
-    if job_type not in JOB_TYPES:
-        raise ConfigError("job_type", job_type, f"one of {list(JOB_TYPES)}")
-    if isinstance(scale, dict):
-        ScaleRule.from_dict(scale)
-    elif scale is not None and not isinstance(scale, ScaleRule):
-        raise ConfigError("scale", scale, "a ScaleRule, its dict, or None (identity)")
 
 
 def check_key(field: str, key: Any, optional: bool = False) -> str | None:

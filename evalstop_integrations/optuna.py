@@ -25,13 +25,12 @@ from typing import Any
 import optuna
 from optuna.study import StudyDirection
 
-from baselines.online import OnlineStopper
+from baselines.online import OnlineStopper, check_run_settings
 from baselines.policies import Policy
 
 from .common import (
     as_value,
     check_n_checkpoints,
-    check_stopper_args,
     new_stopper,
     policy_name,
     resolve_policy,
@@ -65,7 +64,7 @@ class EvalStopPruner(optuna.pruners.BasePruner):
     ) -> None:
         self.policy = resolve_policy(policy)
         self.n_checkpoints = check_n_checkpoints(n_checkpoints)
-        check_stopper_args(job_type, scale)
+        check_run_settings(job_type, scale)  # at construction, not at the first eval
         self.job_type = job_type
         self.scale = scale
         #: Per trial, the reports fed so far ((step, value), in step order) and its stopper.

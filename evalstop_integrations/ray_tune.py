@@ -28,7 +28,7 @@ from typing import Any
 
 from ray.tune import Stopper
 
-from baselines.online import OnlineStopper
+from baselines.online import OnlineStopper, check_run_settings
 from baselines.policies import Policy
 from evalstop_gym.errors import ConfigError
 
@@ -37,7 +37,6 @@ from .common import (
     check_key,
     check_metric,
     check_n_checkpoints,
-    check_stopper_args,
     new_stopper,
     policy_name,
     resolve_policy,
@@ -80,7 +79,7 @@ class EvalStopStopper(Stopper):
         self.mode = mode
         self.n_checkpoints = check_n_checkpoints(n_checkpoints)
         self.step_key = check_key("step_key", step_key, optional=True)
-        check_stopper_args(job_type, scale)
+        check_run_settings(job_type, scale)  # at construction, not at the first eval
         self.job_type = job_type
         self.scale = scale
         self._stoppers: dict[str, OnlineStopper] = {}

@@ -36,7 +36,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, SaveStrategy
 
-from baselines.online import OnlineStopper
+from baselines.online import OnlineStopper, check_run_settings
 from baselines.policies import Policy
 from evalstop_gym.errors import ConfigError
 
@@ -45,7 +45,6 @@ from .common import (
     check_key,
     check_metric,
     check_n_checkpoints,
-    check_stopper_args,
     new_stopper,
     policy_name,
     resolve_policy,
@@ -138,7 +137,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         if policy is None and policy_name is not None:
             policy = _borrow_policy(policy_name)
         self.policy = resolve_policy(policy)
-        check_stopper_args(job_type, scale)
+        check_run_settings(job_type, scale)  # at construction, not at the first eval
         self.job_type = job_type
         self.loss_key = check_key("loss_key", loss_key, optional=True)
         self.scale = scale
