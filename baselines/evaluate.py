@@ -174,19 +174,30 @@ def evaluate(policy: Policy, seeds: Iterable[int], **env_kwargs: Any) -> list[di
     return run_episodes(policy, check_seeds(seeds), env_kwargs)
 
 
-def check_seeds(seeds: Iterable[int]) -> list[int]:
-    """``seeds`` as a list of ints, once each is an int >= 0 and none repeats."""
-    allowed = "a non-empty iterable of distinct ints >= 0 (e.g. range(10))"
+def check_seeds(
+    seeds: Iterable[int],
+    allowed: str = "a non-empty iterable of distinct ints >= 0 (e.g. range(10))",
+    limit: int | None = None,
+) -> list[int]:
+    """``seeds`` as a list of ints, once each is an int in [0, ``limit``) and none repeats.
+
+    ``allowed`` is what the error says is allowed (the scorer also takes ``"fresh"``).
+    """
     try:
         if isinstance(seeds, str | bytes):
             raise TypeError
         out = list(seeds)
     except TypeError:
         raise ConfigError("seeds", seeds, allowed) from None
-    bad = [s for s in out if not is_integer(s) or s < 0]
+    bad = [s for s in out if not is_integer(s) or s < 0 or (limit is not None and s >= limit)]
     if bad or not out:
         raise ConfigError("seeds", bad[:3] if bad else out, allowed)
     out = [int(s) for s in out]
     if len(set(out)) < len(out):
-        raise ConfigError("seeds", out, f"{allowed}: a repeated seed plays its episode twice")
+        # A seed played twice counts its episode twice: an interval over seeds narrows on
+        # no new evidence.
+        twice = ", ".join(map(str, sorted({x for x in out if out.count(x) > 1})[:3]))
+        raise ConfigError(
+            "seeds", out, f"{allowed} ({twice} repeated: a repeated seed counts twice)"
+        )
     return out

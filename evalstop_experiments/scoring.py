@@ -69,7 +69,7 @@ from baselines.bayes import BayesStopper
 from baselines.binding import for_task
 from baselines.changepoint import Cusum
 from baselines.curve_oracle import CurveOracle
-from baselines.evaluate import play_episode
+from baselines.evaluate import check_seeds, play_episode
 from baselines.floors import FLOOR_FAMILIES, EpisodeArrays, Family, FirstEvalGate, utilities
 from baselines.policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
 from evalstop_gym.envs.config import EvalStopConfig
@@ -1345,25 +1345,7 @@ def resolve_seeds(seeds: Iterable[int] | str) -> list[int]:
         # A count where seeds were meant (the command line's --seeds N is a count).
         hint = f" (range({seeds}): the first {seeds} seeds)" if seeds >= 1 else ""
         raise ConfigError("seeds", seeds, allowed + hint)
-    try:
-        out = list(seeds)
-    except TypeError:
-        raise ConfigError("seeds", seeds, allowed) from None
-    bad = [
-        x
-        for x in out
-        if not isinstance(x, int | np.integer) or isinstance(x, bool) or not 0 <= x < 2**64
-    ]
-    if bad or not out:
-        raise ConfigError("seeds", bad[:3] if bad else out, allowed)
-    out = [int(x) for x in out]
-    if len(set(out)) < len(out):
-        # A seed played twice counts its episode twice: the interval narrows on no new evidence.
-        twice = ", ".join(map(str, sorted({x for x in out if out.count(x) > 1})[:3]))
-        raise ConfigError(
-            "seeds", out, f"{allowed} ({twice} repeated: a repeated seed counts twice)"
-        )
-    return out
+    return check_seeds(seeds, allowed, limit=2**64)
 
 
 @dataclass(frozen=True)
