@@ -110,7 +110,11 @@ def add_train_parser(sub: Any) -> None:
         "price and evals per run; task+summary = also statistics of the eval history",
     )
     add_env_arguments(t)
-    t.set_defaults(func=cmd_train)
+    t.set_defaults(
+        func=cmd_train,
+        # what refuse_other_options compares with: each algo-only option's default
+        option_defaults={name: t.get_default(name) for name in (*SB3_ONLY, *LSM_ONLY)},
+    )
 
 
 def train_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -131,30 +135,29 @@ def check_new_model_path(model: Path) -> None:
     refuse_overwrite("out", str(model), (model, model.with_name(model.name + ".sha256")))
 
 
-#: The options of one kind of training only, with their defaults: the SB3 algorithms'
-#: (--algo ppo, dqn, ...) and the backward induction's (--algo lsm).
-SB3_ONLY = {
-    "timesteps": None,
-    "n_envs": None,
-    "policy": "multi",
-    "eval_freq": 20_000,
-    "subproc": False,
-    "vec": "dummy",
-    "tensorboard": None,
-    "last": False,
-    "hyperparams": None,
-    "condition": "none",
-}
-LSM_ONLY = {"episodes": None, "price_factor": 1.0}
+#: The options of one kind of training only: the SB3 algorithms' (--algo ppo, dqn, ...)
+#: and the backward induction's (--algo lsm).  Their defaults are the parser's.
+SB3_ONLY = (
+    "timesteps",
+    "n_envs",
+    "policy",
+    "eval_freq",
+    "subproc",
+    "vec",
+    "tensorboard",
+    "last",
+    "hyperparams",
+    "condition",
+)
+LSM_ONLY = ("episodes", "price_factor")
 
 
 def refuse_other_options(args: argparse.Namespace) -> None:
     """Refuse an option the chosen ``--algo`` does not read (it would be silently ignored)."""
     from evalstop_gym.errors import ConfigError
 
-    other = SB3_ONLY if args.algo == LSM else LSM_ONLY
-    for name, default in other.items():
-        value = getattr(args, name)
+    for name in SB3_ONLY if args.algo == LSM else LSM_ONLY:
+        value, default = getattr(args, name), args.option_defaults[name]
         if value != default or type(value) is not type(default):
             kind = "an SB3 algorithm's (ppo, dqn, ...)" if args.algo == LSM else "--algo lsm's"
             raise ConfigError(
