@@ -348,8 +348,11 @@ def train(
             )
     out, log_dir = _output_paths(config.out)
     # The outermost folder this call makes (None: the log folder exists already).
-    made = next((d for d in (log_dir, *log_dir.parents) if d.parent.exists()), None)
-    made = None if log_dir.exists() else made
+    made = (
+        None
+        if log_dir.exists()
+        else next(d for d in (log_dir, *log_dir.parents) if d.parent.exists())
+    )
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         return _train_in(config, zoo, probe, hp, out, log_dir)
@@ -434,7 +437,8 @@ def _train_in(
     # What an earlier run may have left in the log folder: this run reads back only what
     # its own evaluations write (a stale best_model.zip would be loaded, running its
     # pickled code, and saved as this run's model when this run makes no evaluation).
-    left = {p: _stamp(p) for p in (log_dir / "best_model.zip", log_dir / "evaluations.npz")}
+    best, evaluations = log_dir / "best_model.zip", log_dir / "evaluations.npz"
+    left = {p: _stamp(p) for p in (best, evaluations)}
     with unchecked_distributions(), lean:
         model.learn(
             total_timesteps=config.timesteps,
@@ -446,7 +450,6 @@ def _train_in(
     # Written under a temporary name and renamed once complete (model and record), so an
     # interrupted run never leaves a half-written model at ``out``.
     tmp_out = out.with_name(f".{out.stem}.tmp.zip")
-    best, evaluations = left
     model, selected_best = _save_selected(
         model, config.algo, best, config.keep_best and _stamp(best) != left[best], tmp_out
     )
