@@ -21,24 +21,23 @@ import time
 import numpy as np
 
 from baselines.backward import BackwardStopper
-from evalstop_experiments.scoring import VALIDATION_SEEDS, episode_arrays, refit_bayes
+from evalstop_experiments.scoring import (
+    VALIDATION_SEEDS,
+    episode_arrays,
+    job_observations,
+    offline_utility,
+    refit_bayes,
+    utility_terms,
+)
 from evalstop_gym.suite import suite_task
 
 PRICE_FACTORS = (0.5, 1.0, 2.0)
 MARGINS = (-3e-3, -1e-3, -3e-4, 0.0, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
-def bayes_ends(bayes: object, arrays: object) -> np.ndarray:
-    """(n,) where Bayes ends each job, deciding on each job's evals as it sees them in play."""
-    n, k = arrays.evals.shape  # type: ignore[attr-defined]
-    end = np.full(n, k)
-    for j in range(n):
-        t = int(arrays.job_type[j])  # type: ignore[attr-defined]
-        for i in range(1, k):
-            if bayes.decide(t, arrays.evals[j, :i]):  # type: ignore[attr-defined]
-                end[j] = i
-                break
-    return end
+def mean_utility(episodes: list, ends: list[np.ndarray]) -> float:
+    """Mean over episodes of the summed utility terms of each episode's job ends."""
+    return float(np.mean([utility_terms(ep.values, e).sum() for ep, e in zip(episodes, ends)]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,39 +50,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--curves", default=None, help="another corpus in the task's place")
     args = p.parse_args(argv)
     t0 = time.process_time()
+    corpus = {"curves": args.curves} if args.curves else {}
+    test_kw, train_kw = (
+        suite_task(args.task, **corpus),
+        suite_task(args.task, split="train", **corpus),
+    )
     for factor in PRICE_FACTORS:
-        kw = suite_task(
-            args.task, split="train", **({"curves": args.curves} if args.curves else {})
-        )
-        kw["gpu_hour_price"] *= factor
+        price = {"gpu_hour_price": train_kw["gpu_hour_price"] * factor}
+        kw = train_kw | price
         st = (
             BackwardStopper.pretrained("general")
             if args.model is None
             else BackwardStopper(args.model)
         ).bind_task(kw)
         episodes = [episode_arrays(kw, s) for s in VALIDATION_SEEDS]
-        u0 = np.mean([ep.values[:, -1].sum() for ep in episodes])
-        top = np.mean([ep.values.max(axis=1).sum() for ep in episodes])
-        bayes = refit_bayes(
-            suite_task(args.task, **({"curves": args.curves} if args.curves else {}))
-            | {"gpu_hour_price": kw["gpu_hour_price"]}
+        u0 = mean_utility(
+            episodes, [np.full(len(ep.values), ep.values.shape[1]) for ep in episodes]
         )
-        ub = np.mean(
-            [
-                ep.values[np.arange(len(end)), end - 1].sum()
-                for ep in episodes
-                for end in [bayes_ends(bayes, ep.arrays)]
-            ]
+        # each job stopped at its best stop value (the Oracle's utility)
+        top = float(np.mean([(ep.values.max(axis=1) - ep.values[:, 0]).sum() for ep in episodes]))
+        # Bayes refitted on these train runs, played on their jobs' observations.
+        bayes = refit_bayes(test_kw | price)
+        ub = float(
+            np.mean([offline_utility(bayes, job_observations(kw, s)) for s in VALIDATION_SEEDS])
         )
         cells = [f"Bayes refitted on these runs {(ub - u0) / (top - u0):.3f};"]
         for margin in MARGINS:
-            u = np.mean(
-                [
-                    ep.values[np.arange(len(end)), end - 1].sum()
-                    for ep in episodes
-                    for end in [st.ends(ep.arrays, margin)]
-                ]
-            )
+            u = mean_utility(episodes, [st.ends(ep.arrays, margin) for ep in episodes])
             cells.append(f"{margin:+.0e} {(u - u0) / (top - u0):.3f}")
         print(f"{factor:g}x  (Oracle's gain {top - u0:.2f} per episode):  " + "  ".join(cells))
     print(f"CPU {time.process_time() - t0:.0f} s; train runs, validation seeds {VALIDATION_SEEDS}")
