@@ -20,11 +20,15 @@ from __future__ import annotations
 import argparse
 import resource
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from evalstop_experiments.experiments.suite import notes, run_e8, write_e8
+from evalstop_experiments.experiments.suite import (
+    notes,
+    refuse_finished_table,
+    run_e8,
+    write_e8,
+)
 from evalstop_experiments.scoring import (
     BAYES,
     BEST_FLOOR,
@@ -35,7 +39,6 @@ from evalstop_experiments.scoring import (
     stopper_spec,
 )
 from evalstop_gym.errors import ConfigError
-from evalstop_gym.fileio import refuse_overwrite
 from evalstop_gym.suite import PRICE_FACTORS
 
 
@@ -96,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         # A finished table is never overwritten; a bad spec fails before any episode.
-        written = [Path(args.out) / f"E8.{ext}" for ext in ("csv", "md")]
-        refuse_overwrite("out", args.out, written, "a folder without E8.csv and E8.md")
+        refuse_finished_table(args.out)
         if args.seeds < 1:
             raise ConfigError("seeds", args.seeds, "an integer >= 1")
         extra = [stopper_spec(s) for s in args.policy]

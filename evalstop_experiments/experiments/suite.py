@@ -131,6 +131,13 @@ def _span(seeds: Sequence[int]) -> str:
     return ", ".join(map(str, s))
 
 
+def refuse_finished_table(out: str | Path) -> None:
+    """Refuse an ``out`` holding what :func:`write_e8` writes: a finished table is never
+    overwritten (a :class:`~evalstop_gym.errors.ConfigError`, before any episode)."""
+    written = [Path(out) / f"E8.{ext}" for ext in ("csv", "md")]
+    refuse_overwrite("out", str(out), written, "a folder without E8.csv and E8.md")
+
+
 def write_e8(
     out: str | Path, rows: Sequence[ScoreRow], figures: Sequence[Path] = (), fresh: bool = False
 ) -> list[Path]:
@@ -186,8 +193,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     each ``--policy SPEC`` (``module:Class``, ``path/to/file.py:Class``,
     ``pretrained:NAME``, ``model:PATH``) is scored beside the suite's stoppers.
     """
-    written = [Path(args.out) / f"E8.{ext}" for ext in ("csv", "md")]
-    refuse_overwrite("out", str(args.out), written, "a folder without E8.csv and E8.md")
+    refuse_finished_table(args.out)
     if args.tasks is not None and not args.tasks.strip():
         # An empty list played the whole suite.
         raise ConfigError("tasks", args.tasks, "a comma-separated list of task names, or left out")
