@@ -398,7 +398,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
                 other is not None
                 and other is not self
                 and other.pin
-                and getattr(other, "_run_state", None) is state
+                and other._run_state is state
                 and other._output_dir == self._output_dir
             ):
                 raise ConfigError(
