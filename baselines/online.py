@@ -55,7 +55,7 @@ import numpy as np
 from evalstop_gym.corpus.format import MAX_RUN_EVALS
 from evalstop_gym.envs.config import parse_obs_fields
 from evalstop_gym.envs.core import BOUNDS, ObservationLayout
-from evalstop_gym.errors import ConfigError
+from evalstop_gym.errors import ConfigError, is_integer
 from evalstop_gym.sim.calibration import get_calibration
 from evalstop_gym.sim.workloads import JOB_TYPES
 
@@ -279,6 +279,23 @@ def _layout_of(
     return ObservationLayout(fields, eval_window, n_checkpoints)
 
 
+def check_n_checkpoints(n_checkpoints: Any, *, optional: bool = False) -> int | None:
+    """``n_checkpoints`` as an int in [1, :data:`MAX_RUN_EVALS`] (``None`` passes when
+    ``optional``: a live run works it out when it begins).
+
+    Raises:
+        ConfigError: Not such an integer.
+    """
+    if n_checkpoints is None and optional:
+        return None
+    if not is_integer(n_checkpoints) or not 1 <= n_checkpoints <= MAX_RUN_EVALS:
+        allowed = f"an integer in [1, {MAX_RUN_EVALS}]" + (
+            " or None (work it out from the run)" if optional else ""
+        )
+        raise ConfigError("n_checkpoints", n_checkpoints, allowed)
+    return int(n_checkpoints)
+
+
 def check_run_settings(job_type: Any, scale: Any) -> ScaleRule | None:
     """A run's ``job_type`` checked and its ``scale`` as a :class:`ScaleRule` (or None).
 
@@ -338,12 +355,7 @@ class OnlineStopper:
             getattr(policy, "reset", None)
         ):
             raise ConfigError("policy", policy, "a stopper with reset() and act(obs)")
-        if (
-            not isinstance(n_checkpoints, int | np.integer)
-            or isinstance(n_checkpoints, bool)
-            or not 1 <= n_checkpoints <= MAX_RUN_EVALS
-        ):
-            raise ConfigError("n_checkpoints", n_checkpoints, f"an integer in [1, {MAX_RUN_EVALS}]")
+        check_n_checkpoints(n_checkpoints)
         scale = check_run_settings(job_type, scale)
         if not isinstance(greater_is_better, bool):
             raise ConfigError("greater_is_better", greater_is_better, "True or False")

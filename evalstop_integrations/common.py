@@ -10,8 +10,7 @@ from typing import Any
 
 from baselines.online import OnlineStopper
 from baselines.policies import EvalStop, Policy
-from evalstop_gym.corpus.format import MAX_RUN_EVALS
-from evalstop_gym.errors import ConfigError, is_integer
+from evalstop_gym.errors import ConfigError
 
 
 def resolve_policy(policy: Policy | None) -> Policy:
@@ -37,22 +36,6 @@ def resolve_policy(policy: Policy | None) -> Policy:
 def policy_name(policy: Policy) -> str:
     """The name a policy reports (its ``name``, else its class name)."""
     return str(getattr(policy, "name", type(policy).__name__))
-
-
-def check_n_checkpoints(n_checkpoints: Any, *, optional: bool = False) -> int | None:
-    """``n_checkpoints`` as an int >= 1 (``None`` passes when ``optional``).
-
-    Raises:
-        ConfigError: Not an integer >= 1.
-    """
-    if n_checkpoints is None and optional:
-        return None
-    if not is_integer(n_checkpoints) or not 1 <= n_checkpoints <= MAX_RUN_EVALS:
-        allowed = f"an integer in [1, {MAX_RUN_EVALS}]" + (
-            " or None (work it out from the run)" if optional else ""
-        )
-        raise ConfigError("n_checkpoints", n_checkpoints, allowed)
-    return int(n_checkpoints)
 
 
 def check_metric(metric: Any) -> str:

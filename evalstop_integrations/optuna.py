@@ -25,12 +25,11 @@ from typing import Any
 import optuna
 from optuna.study import StudyDirection
 
-from baselines.online import OnlineStopper, check_run_settings
+from baselines.online import OnlineStopper, check_n_checkpoints, check_run_settings
 from baselines.policies import Policy
 
 from .common import (
     as_value,
-    check_n_checkpoints,
     new_stopper,
     policy_name,
     resolve_policy,

@@ -28,7 +28,7 @@ from typing import Any
 
 from ray.tune import Stopper
 
-from baselines.online import OnlineStopper, check_run_settings
+from baselines.online import OnlineStopper, check_n_checkpoints, check_run_settings
 from baselines.policies import Policy
 from evalstop_gym.errors import ConfigError
 
@@ -36,7 +36,6 @@ from .common import (
     as_value,
     check_key,
     check_metric,
-    check_n_checkpoints,
     new_stopper,
     policy_name,
     resolve_policy,

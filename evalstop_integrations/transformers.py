@@ -36,7 +36,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, SaveStrategy
 
-from baselines.online import OnlineStopper, check_run_settings
+from baselines.online import OnlineStopper, check_n_checkpoints, check_run_settings
 from baselines.policies import Policy
 from evalstop_gym.errors import ConfigError
 
@@ -44,7 +44,6 @@ from .common import (
     as_value,
     check_key,
     check_metric,
-    check_n_checkpoints,
     new_stopper,
     policy_name,
     resolve_policy,
