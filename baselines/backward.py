@@ -782,7 +782,7 @@ class BackwardStopper:
         The decisions :meth:`act` makes on the same observations, made for every job
         of the episode at once (a job that is never stopped ends at K).  ``margin``
         stops when the predicted gain of continuing is below ``-margin`` instead of 0
-        (a threshold study, ``benchmarks/heldout_threshold.py``; :meth:`act` uses 0).
+        (a threshold study, ``benchmarks/research/heldout_threshold.py``; :meth:`act` uses 0).
         """
         n, k = arrays.evals.shape
         end = np.full(n, k)

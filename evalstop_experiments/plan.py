@@ -22,7 +22,7 @@ from .cells import Cell
 if TYPE_CHECKING:  # the scoring path imports the simulator and the stoppers: not at run time
     from .scoring import StopperSpec
 
-#: ``--quick``: under two minutes on two quiet cores (``benchmarks/bench_reproduce.py``).
+#: ``--quick``: under two minutes on two quiet cores (``benchmarks/speed/bench_reproduce.py``).
 QUICK = {"seeds": 10, "n_jobs": 150}
 #: 50 seeds: 95 % intervals on E1's precision / recall / FPR of about ±1 point.
 DEFAULT = {"seeds": 50, "n_jobs": None}

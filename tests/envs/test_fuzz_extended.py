@@ -6,7 +6,7 @@ negative, unicode, NumPy scalars) at Flat, Cluster, the vector env, pools,
 costs, deprioritise and ``SimConfig``/``Simulator`` directly: each call either
 raises a :class:`~evalstop_gym.errors.EvalStopError` or succeeds and keeps the
 episode's invariants (GPU conservation, each job ends once).
-``benchmarks/fuzz_extended.py`` runs the same generator over thousands of configs.
+``benchmarks/research/fuzz_extended.py`` runs the same generator over thousands of configs.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def outcome(seed: int) -> str:
     return RAN
 
 
-#: Raw errors found in code this suite does not fix (benchmarks/fuzz_extended.py still
+#: Raw errors found in code this suite does not fix (benchmarks/research/fuzz_extended.py still
 #: counts them): EvalStopCluster-v0's action message cannot print an int beyond str()'s limit.
 KNOWN_RAW: tuple[str, ...] = ()
 

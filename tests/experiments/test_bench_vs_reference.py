@@ -1,4 +1,4 @@
-"""``benchmarks/bench_vs_reference.py``'s pure parts: ratios, the learning-curve parse, CSV checks."""
+"""``benchmarks/speed/bench_vs_reference.py``'s pure parts: ratios, the learning-curve parse, CSV checks."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def bench():
     """The benchmark script as a module (it is not a package), beside its ``timing``."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks" / "speed"))
     spec = importlib.util.spec_from_file_location(
-        "bench_vs_reference", ROOT / "benchmarks" / "bench_vs_reference.py"
+        "bench_vs_reference", ROOT / "benchmarks" / "speed" / "bench_vs_reference.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

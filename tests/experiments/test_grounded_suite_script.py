@@ -1,4 +1,4 @@
-"""``benchmarks/grounded_suite.py`` refuses bad input before any episode is played."""
+"""``benchmarks/suite/grounded_suite.py`` refuses bad input before any episode is played."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def script():
     """The script as a module (benchmarks/ is not a package)."""
     spec = importlib.util.spec_from_file_location(
-        "grounded_suite", ROOT / "benchmarks" / "grounded_suite.py"
+        "grounded_suite", ROOT / "benchmarks" / "suite" / "grounded_suite.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -10,7 +10,7 @@ import pytest
 from evalstop_gym import SAMPLE_TRACE, KDeclineRule, SimConfig, Simulator
 
 pytest.importorskip("simpy")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "speed"))
 from simpy_cluster import SimPyCluster
 
 

@@ -1,7 +1,7 @@
 """SB3 PPO rollout collection and training throughput: EvalStop-v0 against CartPole-v1.
 
-    python benchmarks/bench_train.py [--timesteps 32768] [--reps 2] [--no-control]
-    python benchmarks/bench_train.py --rollouts-only [--reps 7]
+    python benchmarks/speed/bench_train.py [--timesteps 32768] [--reps 2] [--no-control]
+    python benchmarks/speed/bench_train.py --rollouts-only [--reps 7]
 
 Both with ``PPO("MlpPolicy", ...)`` at SB3's defaults (n_steps 2048, 10
 epochs, batch 64), 16 envs, one torch thread: EvalStop-v0 through

@@ -1,9 +1,9 @@
 """The grounded task's suite, measured once: what `benchmark --suite --tasks TASK` plays, plus
 Bayes minus every floor with a paired interval over seeds.
 
-    python benchmarks/grounded_suite.py                  # grounded-0.05, 30 test seeds
-    python benchmarks/grounded_suite.py --task english-heldout --n-jobs 100
-    python benchmarks/grounded_suite.py --policy pretrained:routed   # a stopper beside them
+    python benchmarks/suite/grounded_suite.py                  # grounded-0.05, 30 test seeds
+    python benchmarks/suite/grounded_suite.py --task english-heldout --n-jobs 100
+    python benchmarks/suite/grounded_suite.py --policy pretrained:routed   # a stopper beside them
 
 Prints the suite table (every floor family tuned on the validation seeds, EvalStop,
 CUSUM, Bayes, CurveOracle, Oracle, at 1/2x, 1x and 2x the task's price), the

@@ -1,6 +1,6 @@
 """EvalStopCluster-v0 against EvalStop-v0: steps and decisions per CPU second, interleaved.
 
-    python benchmarks/bench_cluster.py [--episodes 3] [--reps 7] [--max-jobs 32] [--n-jobs 300]
+    python benchmarks/speed/bench_cluster.py [--episodes 3] [--reps 7] [--max-jobs 32] [--n-jobs 300]
 
 Both envs run whole episodes of the same seeds with the same stopper
 (EvalStop, k = 2; through ``per_job_actions`` on the cluster env), unwrapped,
@@ -11,7 +11,7 @@ costs more than an EvalStop-v0 step; decisions/s is the like-for-like
 figure (target: the cluster env at >= 0.3x EvalStop-v0's).  A third contender,
 the cluster env's frozen reference (``tests/oracles/reference_cluster_env.py``,
 the same episodes bit for bit), shows what the current code gains over it.
-Timing: see benchmarks/timing.py.
+Timing: see benchmarks/speed/timing.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from timing import interleaved, ratio
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's package and its frozen references
 
 from baselines import EvalStop  # noqa: E402

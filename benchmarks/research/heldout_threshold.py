@@ -1,7 +1,7 @@
 """Is a backward model's gap on held-out real runs its stop threshold? A sweep on the train runs.
 
-    python benchmarks/heldout_threshold.py                       # pretrained:general, trl-heldout
-    python benchmarks/heldout_threshold.py --model models/m.npz --curves runs/x/traces.jsonl
+    python benchmarks/research/heldout_threshold.py                       # pretrained:general, trl-heldout
+    python benchmarks/research/heldout_threshold.py --model models/m.npz --curves runs/x/traces.jsonl
 
 A backward-induction stopper stops a job when its predicted gain of continuing is below
 0.  This stops it below ``-margin`` instead, for a few margins (utility units per job),

@@ -1,12 +1,12 @@
 """Env steps per CPU second: EvalStop-v0 against CartPole-v1, interleaved in one run.
 
-    python benchmarks/bench_env.py [--steps 50000] [--reps 5]
+    python benchmarks/speed/bench_env.py [--steps 50000] [--reps 5]
 
 Both through ``gym.make`` (with its default wrappers), resetting when an
 episode ends, with two action patterns: a constant action (0) and random
 actions from ``action_space.sample()``.  Targets (issue #15): EvalStop-v0 at
 >= 0.8x CartPole's steps/s with the constant action and >= 0.65x with random
-actions.  Timing: see benchmarks/timing.py.
+actions.  Timing: see benchmarks/speed/timing.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How much the dense utility reward tells about a run's hacking, beyond the observation.
 
-    python benchmarks/dense_lookahead.py [--task hard-0.12] [--episodes 60]
+    python benchmarks/research/dense_lookahead.py [--task hard-0.12] [--episodes 60]
 
 NoStop plays ``--episodes`` episodes of the task (dense utility reward; seeds
 5000.. for fitting, the next ones for testing).  At every decision (job j,

@@ -1,9 +1,9 @@
 """Training and ``reproduce --quick`` against a reference source tree, in alternating subprocesses.
 
-    python benchmarks/bench_vs_reference.py --ref TREE [--rounds 7] train [--timesteps 30000]
-    python benchmarks/bench_vs_reference.py --ref TREE [--rounds 7] eval
-    python benchmarks/bench_vs_reference.py --ref TREE --rounds 3 reproduce --experiments E6
-    python benchmarks/bench_vs_reference.py --ref TREE --rounds 3 quick
+    python benchmarks/speed/bench_vs_reference.py --ref TREE [--rounds 7] train [--timesteps 30000]
+    python benchmarks/speed/bench_vs_reference.py --ref TREE [--rounds 7] eval
+    python benchmarks/speed/bench_vs_reference.py --ref TREE --rounds 3 reproduce --experiments E6
+    python benchmarks/speed/bench_vs_reference.py --ref TREE --rounds 3 quick
 
 (``--rounds`` goes before or after the subcommand, ``--keep`` before it.)
 
@@ -45,7 +45,7 @@ from pathlib import Path
 
 from timing import children_cpu, seconds_ratio_line
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[2]
 #: Targets (CPU of this tree / CPU of the reference).
 TARGETS = {"train-30000": 0.7, "train": 0.55, "eval": 0.25, "E6": 0.5, "E8": 0.5, "quick": 1.0}
 

@@ -1,6 +1,6 @@
 """The extended fuzz at scale: hostile configs through every entry point, raw exceptions counted.
 
-    python benchmarks/fuzz_extended.py [--configs 5000] [--start 0]
+    python benchmarks/research/fuzz_extended.py [--configs 5000] [--start 0]
 
 Each config is :func:`test_fuzz_extended.trial` of one seed (tests/envs): a
 target among EvalStopFlat-v0, EvalStopCluster-v0, the vector env, pools,
@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "envs")]  # this checkout's package, then the fuzz
 
 from test_fuzz_extended import RAN, REFUSED, outcome  # noqa: E402

@@ -14,7 +14,7 @@ less, so the script prints both, the one-minute load average before and after,
 and the wall the run's CPU time needs at the least on this machine's cores
 (CPU / cores: what a quiet machine could reach with perfect overlap).
 
-    python benchmarks/bench_reproduce.py [--workers 2] [--out DIR] [-- extra reproduce flags]
+    python benchmarks/speed/bench_reproduce.py [--workers 2] [--out DIR] [-- extra reproduce flags]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Simulator events per CPU second: this engine against a reference commit, and per-event cost.
 
-    python benchmarks/bench_simulator.py [--ref 1524925] [--reps 3] [--philly PATH] [--quick]
+    python benchmarks/speed/bench_simulator.py [--ref 1524925] [--reps 3] [--philly PATH] [--quick]
 
 Each measurement runs in a fresh subprocess (so both engines, which share a
 package name, can be timed in one run): one episode with EvalStop's k = 2
@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PHILLY = (ROOT / ".." / "shared" / "data" / "philly" / "philly.csv").resolve()
 
 CHILD = r"""

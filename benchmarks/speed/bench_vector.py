@@ -1,7 +1,7 @@
 """Batched env steps per CPU second: native EvalStop-v0 against CartPole-v1's SyncVectorEnv.
 
-    python benchmarks/bench_vector.py [--num-envs 16] [--steps 2000] [--reps 7]
-    valgrind --tool=cachegrind --cache-sim=no python benchmarks/bench_vector.py \
+    python benchmarks/speed/bench_vector.py [--num-envs 16] [--steps 2000] [--reps 7]
+    valgrind --tool=cachegrind --cache-sim=no python benchmarks/speed/bench_vector.py \
         --play native --actions constant --steps 600    # then again with --steps 0
 
 ``gym.make_vec("EvalStop-v0", num_envs=N, vectorization_mode="vector_entry_point")``
@@ -10,7 +10,7 @@
 with their default next-step autoreset, with constant (0) and random
 actions.  Counted in env-steps (batch steps x N).  Targets: >= 1.5x with
 constant actions at N = 16, >= 1.0x with random actions at N = 64 and more;
-the other rows print without one.  Timing: see benchmarks/timing.py.
+the other rows print without one.  Timing: see benchmarks/speed/timing.py.
 
 Beside each native row, where its CPU goes: the share spent in the garbage
 collector (``gc.callbacks``, process CPU between a collection's start and

@@ -1,6 +1,6 @@
 """Where the general model's gap to Bayes comes from (the regime it is not told): diagnostics.
 
-    python benchmarks/general_model_ablation.py \\
+    python benchmarks/research/general_model_ablation.py \\
         [--variants shipped,told,hard-only,estimated,experts,experts-told,pooled] [--seeds 30] \\
         [--hard-episodes 1920] [--prices 0.5,1,2] [--pooling] [--out /tmp/general-ablation]
 
@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's package
 
 import baselines.backward as backward
 from evalstop_experiments.experiments import generalisation as gen

@@ -1,6 +1,6 @@
 """The engine's cost per unit of work from 1,024 to 16,384 synthetic GPUs.
 
-    python benchmarks/bench_scaling.py [--reps 3] [--jobs-per-gpu 2.0] [--load 1.2]
+    python benchmarks/speed/bench_scaling.py [--reps 3] [--jobs-per-gpu 2.0] [--load 1.2]
 
 One unit of work is one event, one start or one preemption: a bigger, busier cluster
 starts and preempts more per event (each start and preemption is a scheduling action
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's package
 
 from evalstop_gym import KDeclineRule, SimConfig, Simulator
 

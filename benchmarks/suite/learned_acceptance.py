@@ -1,6 +1,6 @@
 """Acceptance of the learned stoppers (issue 11): one command, the figures printed.
 
-    python benchmarks/learned_acceptance.py [--tasks hard-0.05,hard-0.12,paper-0.12]
+    python benchmarks/suite/learned_acceptance.py [--tasks hard-0.05,hard-0.12,paper-0.12]
         [--train-seeds 3] [--timesteps N] [--algo ppo] [--test-seeds 10] [--workers 2]
 
 For each task, ``--train-seeds`` models are trained with ``baselines.training.train``

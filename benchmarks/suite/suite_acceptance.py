@@ -1,6 +1,6 @@
 """Acceptance of the `hard` regime and the Bayes stopper's speed (issue 10).
 
-    python benchmarks/suite_acceptance.py [--seeds 10] [--corpus traces.jsonl]
+    python benchmarks/suite/suite_acceptance.py [--seeds 10] [--corpus traces.jsonl]
 
 Prints, and checks against the issue's targets:
 

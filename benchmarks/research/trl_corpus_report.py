@@ -7,7 +7,7 @@ and the early-eval AUC at progress <= 0.1 and <= 0.2, by the project's single de
 of the hacking label on the early evals, the step-0 eval excluded; on the synthetic regimes the
 simulator's RLHF runs at the calibration's eval noise). Numpy and SciPy only.
 
-    python benchmarks/trl_corpus_report.py [--micro runs/curves/traces.jsonl] [--trl FILE]
+    python benchmarks/research/trl_corpus_report.py [--micro runs/curves/traces.jsonl] [--trl FILE]
 """
 
 from __future__ import annotations

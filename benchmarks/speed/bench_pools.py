@@ -1,6 +1,6 @@
 """Simulator events per CPU second on typed GPU pools against the homogeneous cluster.
 
-    python benchmarks/bench_pools.py [--reps 5] [--n-jobs 400] [--seeds 5]
+    python benchmarks/speed/bench_pools.py [--reps 5] [--n-jobs 400] [--seeds 5]
 
 Three contenders, interleaved (see timing.py): the homogeneous default
 (``pools=None``, the untouched hot path), one reference pool
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from timing import interleaved, ratio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's package
 
 from evalstop_gym import KDeclineRule, SimConfig, Simulator
 

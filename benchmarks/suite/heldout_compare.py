@@ -1,8 +1,8 @@
 """Stoppers against both Bayes priors and the best floor on a held-out real-run task, paired run by run.
 
-    python benchmarks/heldout_compare.py                       # pretrained:general and :routed
-    python benchmarks/heldout_compare.py --policy model:PATH --task english-heldout --n-jobs 100
-    python benchmarks/heldout_compare.py --curves runs/trl-fresh/traces.jsonl   # other runs
+    python benchmarks/suite/heldout_compare.py                       # pretrained:general and :routed
+    python benchmarks/suite/heldout_compare.py --policy model:PATH --task english-heldout --n-jobs 100
+    python benchmarks/suite/heldout_compare.py --curves runs/trl-fresh/traces.jsonl   # other runs
 
 Each ``--policy`` (repeatable; default ``pretrained:general`` and ``pretrained:routed``)
 plays the task's test seeds at 1/2x, 1x and 2x the task's price beside Bayes with a

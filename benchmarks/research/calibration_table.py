@@ -1,6 +1,6 @@
 """The detection figures each named calibration yields (for docs/CALIBRATION.md).
 
-    python benchmarks/calibration_table.py [--seeds 20]
+    python benchmarks/research/calibration_table.py [--seeds 20]
 
 EvalStop(k=2) through the simulator's own rule, on the heavy-RLHF workload,
 SRTF-Est, 200 jobs per episode; mean over seeds.

@@ -1,6 +1,6 @@
 """An episode's fixed cost (reset and end-of-episode metrics): this code against a reference commit.
 
-    python benchmarks/bench_reset.py [--ref e0ed0e9] [--reps 5] [--resets 400] [--steps 3000]
+    python benchmarks/speed/bench_reset.py [--ref e0ed0e9] [--reps 5] [--resets 400] [--steps 3000]
 
 Two settings, each in a fresh subprocess per run (both trees share a package
 name), runs alternating reference / current then current / reference:

@@ -7,7 +7,7 @@ and at least a quarter stay healthy), the CPU time per run (from each run's
 the regime criterion's statistics (:func:`evalstop_gym.corpus.analysis.curve_statistics`, with
 95 % bootstrap intervals over runs) of both real corpora and of the synthetic regimes.
 
-    python benchmarks/english_corpus_report.py [--runs OUT/runs] [--corpus english_rlhf]
+    python benchmarks/research/english_corpus_report.py [--runs OUT/runs] [--corpus english_rlhf]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Training's CPU with the batched periodic evaluation against SB3's one-by-one EvalCallback.
 
-    python benchmarks/bench_train_eval.py [--timesteps 30000] [--reps 3]
+    python benchmarks/speed/bench_train_eval.py [--timesteps 30000] [--reps 3]
 
 The run ``evalstop-gym train --task hard-0.05`` makes (PPO at the zoo file's settings,
 ``--timesteps`` steps), once with ``batch_eval=True`` (the default: the evaluation's

@@ -1,10 +1,10 @@
 """PPO with task conditioning: train, then score on unseen test seeds against Bayes and the floors.
 
-    python benchmarks/conditioned_ppo.py train --task hard-0.05 --out models/c05.zip \\
+    python benchmarks/research/conditioned_ppo.py train --task hard-0.05 --out models/c05.zip \\
         [--timesteps 100000] [--condition task+summary] [--seed 10000] \\
         [--hyperparams '{"gae_lambda": 1.0}']
-    python benchmarks/conditioned_ppo.py train --mix --out models/cmix.zip   # both noises, 3 prices
-    python benchmarks/conditioned_ppo.py score --models models/c05.zip,models/cmix.zip \\
+    python benchmarks/research/conditioned_ppo.py train --mix --out models/cmix.zip   # both noises, 3 prices
+    python benchmarks/research/conditioned_ppo.py score --models models/c05.zip,models/cmix.zip \\
         --tasks hard-0.05,hard-0.12 [--prices 1] [--test-seeds 30]
 
 ``train`` prints the CPU seconds it took (process time: the model, the envs and the

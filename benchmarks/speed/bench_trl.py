@@ -6,7 +6,7 @@ median), the ratio TRL / micro-RLHF, and the hacking fraction of these runs and 
 corpus. Needs the ``trl`` extra. The shared base LM is built once into ``--out/base`` (its
 cost is printed apart: a corpus pays it once).
 
-    HF_HUB_OFFLINE=1 python benchmarks/bench_trl.py [--runs 2] [--out /tmp/bench_trl]
+    HF_HUB_OFFLINE=1 python benchmarks/speed/bench_trl.py [--runs 2] [--out /tmp/bench_trl]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The CurveOracle between Bayes and the Oracle: gains over NoStop and CPU per job.
 
-    python benchmarks/curve_oracle_gains.py [--seeds 30] [--first-seed 20000] [--tasks ...]
+    python benchmarks/suite/curve_oracle_gains.py [--seeds 30] [--first-seed 20000] [--tasks ...]
 
 For each suite task (default: the four synthetic ones and ``trl-gao``) plays
 NoStop, Bayes (synthetic tasks only), the CurveOracle and the Oracle on the

@@ -1,9 +1,9 @@
 """Events per CPU second: the engine against a SimPy model of the same cluster.
 
-    python benchmarks/bench_simpy.py [--reps 3] [--philly PATH] [--quick]
+    python benchmarks/speed/bench_simpy.py [--reps 3] [--philly PATH] [--quick]
 
 Both replay the same episode with EvalStop's k = 2 rule called at every
-decision (the SimPy model is benchmarks/simpy_cluster.py; it needs
+decision (the SimPy model is benchmarks/speed/simpy_cluster.py; it needs
 ``pip install -e ".[bench]"``).  Each run's event count, stops and mean JCT
 are checked equal to the engine's before any time is reported.  Only running
 the episode is timed (process CPU time), interleaved.  Target (issue #15):
@@ -22,7 +22,7 @@ from timing import interleaved, report
 from evalstop_gym import KDeclineRule, SimConfig, Simulator
 
 DEFAULT_PHILLY = (
-    Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "philly" / "philly.csv"
+    Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "philly" / "philly.csv"
 ).resolve()
 TARGET = 1.5
 
