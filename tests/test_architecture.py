@@ -203,7 +203,9 @@ def test_the_env_package_imports_no_heavy_library(name: str) -> None:
 
 def test_only_parallel_builds_a_pool() -> None:
     builders = []
-    scripts = {f"benchmarks.{p.stem}": p for p in sorted((ROOT / "benchmarks").rglob("*.py"))}
+    scripts = {
+        p.relative_to(ROOT).as_posix(): p for p in sorted((ROOT / "benchmarks").rglob("*.py"))
+    }
     for name, path in {**MODULES, **scripts}.items():
         if name == "evalstop_gym.parallel":
             continue
