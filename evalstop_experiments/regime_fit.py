@@ -355,7 +355,8 @@ def fit_prior(corpus: str | None = None, side: str = "train", base: str = "hard"
 
 #: The regime fitted to a packaged corpus, by the corpus's name: a prior refitted on that
 #: corpus's runs keeps that regime's family (its rise rates, its healthy decline).
-FITTED_REGIMES: dict[str, str] = {FIT_CORPUS: "grounded"}
+#: The English twin (runs drawn from a model of the English train runs) keeps the same family.
+FITTED_REGIMES: dict[str, str] = {FIT_CORPUS: "grounded", "english_twin": "grounded"}
 
 
 def prior_base(kw: dict[str, Any]) -> str:

@@ -74,7 +74,14 @@ PACKAGED_TASKS: dict[str, str] = {"trl-gao": "trl_gao"}
 #: gain jittered by the corpus's own between-run spreads (fresh noise alone leaves a
 #: stopper that memorised the shipped runs ahead of every fair one), and one side of the
 #: corpus's fixed train/test split (``split=``: "test" to score, "train" to tune and train).
-HELDOUT_TASKS: dict[str, str] = {"trl-heldout": "trl_gao", "english-heldout": "english_rlhf"}
+#: ``"english-twin"`` plays the English twin (``english_twin``: runs drawn from a model of
+#: ``english_rlhf``'s train runs, docs/SIM_TO_REAL.md) exactly as ``"english-heldout"`` plays
+#: the real runs, so a stopper's two scores can be set side by side.
+HELDOUT_TASKS: dict[str, str] = {
+    "trl-heldout": "trl_gao",
+    "english-heldout": "english_rlhf",
+    "english-twin": "english_twin",
+}
 #: The env settings every held-out task adds to :data:`TASK_DEFAULTS`.
 HELDOUT_SETTINGS: dict[str, Any] = {
     "calibration": "hard",
