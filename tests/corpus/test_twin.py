@@ -1,0 +1,134 @@
+"""The twin: a model of a corpus's train runs, its draws, and the shipped english_twin."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from evalstop_gym.corpus.analysis import label_hacking
+from evalstop_gym.corpus.format import CurveTrace
+from evalstop_gym.corpus.packaged import load_corpus, sidecar
+from evalstop_gym.corpus.split import split_runs
+from evalstop_gym.corpus.twin import NOISE_MULTIPLE, draw_twin, fit_twin
+from evalstop_gym.errors import ConfigError
+from evalstop_gym.suite import suite_task
+
+
+def _run(i: int, label: bool, rng: np.random.Generator, sd: float = 0.03) -> CurveTrace:
+    p = np.linspace(0, 1, 11)
+    gain = 0.3 + 0.1 * rng.random()
+    gold = gain * (np.sin(np.pi * p * 0.9) if label else p) + 0.01 * rng.standard_normal(11)
+    loss = 1.0 - 0.5 * p + 0.01 * rng.standard_normal(11)
+    return CurveTrace(
+        run_id=f"r{i}-s{i}",
+        step=np.arange(11) * 2,
+        eval=gold,
+        loss=loss,
+        gold=gold,
+        label=label,
+        meta={
+            "eval_noise_sd": sd * (1 + 0.1 * rng.random()),
+            "eval_batch": 32,
+            "gold_batch": 128,
+            "trainer": "grpo" if i % 2 else "rloo",
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[CurveTrace]:
+    rng = np.random.default_rng(0)
+    return [_run(i, i % 3 == 0, rng) for i in range(60)]
+
+
+def test_draws_are_deterministic_per_seed_and_new_runs(runs: list[CurveTrace]) -> None:
+    model = fit_twin(runs)
+    a, b, c = draw_twin(model, 50, 1), draw_twin(model, 50, 1), draw_twin(model, 50, 2)
+    assert all(
+        np.array_equal(x.gold, y.gold) and np.array_equal(x.eval, y.eval) for x, y in zip(a, b)
+    )
+    assert not np.array_equal(a[0].gold, c[0].gold)
+    real = {tuple(np.round(t.gold, 12)) for t in runs}
+    assert not any(tuple(np.round(t.gold, 12)) in real for t in a)  # never a recorded run
+
+
+def test_a_draw_keeps_its_classs_mean_and_labels_by_the_rule(runs: list[CurveTrace]) -> None:
+    model = fit_twin(runs)
+    healthy = next(c for c in model.classes if not c.label)
+    draws = draw_twin(model, 6000, 3, bandwidth=0.5)
+    same = [t for t in draws if t.meta["class_label"] is False]
+    loss = np.mean([t.loss for t in same], axis=0)
+    m = len(model.steps)
+    np.testing.assert_allclose(loss, healthy.mean[m + 1 : 2 * m + 1], atol=0.01)
+    for t in draws[:200]:
+        se = t.meta["gold_noise_sd"]
+        assert t.label == label_hacking(t.gold, min_abs_drop=NOISE_MULTIPLE * se)
+    # the class weights are the fitted share of each label
+    share = np.mean([t.meta["class_label"] for t in draws])
+    assert abs(share - np.mean([t.label for t in runs])) < 0.03
+
+
+def test_eval_batch_scales_the_noise_as_a_mean_of_that_many(runs: list[CurveTrace]) -> None:
+    model = fit_twin(runs)
+    a = draw_twin(model, 20, 5)
+    b = draw_twin(model, 20, 5, eval_batch=128)
+    for x, y in zip(a, b):
+        assert y.meta["eval_noise_sd"] == pytest.approx(
+            x.meta["eval_noise_sd"] * math.sqrt(32 / 128)
+        )
+        np.testing.assert_array_equal(x.gold, y.gold)  # the recipe changes the eval, not the run
+
+
+def test_grouping_by_a_field_and_bad_input_named(runs: list[CurveTrace]) -> None:
+    assert len(fit_twin(runs, by="trainer").classes) == 4
+    with pytest.raises(ConfigError, match="traces"):
+        fit_twin([])
+    with pytest.raises(ConfigError, match="at least 4 runs"):
+        fit_twin(runs[:9], by="trainer")
+    bad = CurveTrace(
+        "x", runs[0].step, runs[0].eval, runs[0].loss, gold=runs[0].gold, label=True, meta={}
+    )
+    with pytest.raises(ConfigError, match="eval_noise_sd"):
+        fit_twin([*runs, bad])
+    model = fit_twin(runs)
+    for kwargs in (
+        {"n_runs": 0},
+        {"n_runs": 5, "bandwidth": 0.0},
+        {"n_runs": 5, "bandwidth": 1.5},
+        {"n_runs": 5, "eval_batch": 0},
+    ):
+        with pytest.raises(ConfigError):
+            draw_twin(model, **kwargs)
+
+
+def test_the_shipped_twin_is_fitted_on_train_runs_only() -> None:
+    twin = load_corpus("english_twin")
+    real = load_corpus("english_rlhf")
+    test = set(split_runs(real).test)
+    assert len(twin) == sidecar("english_twin")["runs"] == 1000
+    assert sidecar("english_twin")["criterion_passed"] is True
+    assert all(t.meta["twin_of"] == "english_rlhf:train" for t in twin)
+    # a twin run is none of the real runs, and the test runs' gold never reached the fit
+    golds = {tuple(np.round(t.gold, 9)) for t in real}
+    assert not any(tuple(np.round(t.gold, 9)) in golds for t in twin)
+    kw, ref = suite_task("english-twin"), suite_task("english-heldout")
+    assert {k: v for k, v in kw.items() if k != "curves"} == {
+        k: v for k, v in ref.items() if k != "curves"
+    }
+    assert test  # the split exists
+
+
+@pytest.mark.slow
+def test_the_shipped_twin_regenerates(tmp_path) -> None:
+    from evalstop_experiments.twin_fit import ship_twin
+
+    path, fit = ship_twin(tmp_path)
+    assert fit.bandwidth == sidecar("english_twin")["bandwidth"]
+    mine = {t.run_id: t for t in load_corpus("english_twin")}
+    from evalstop_gym.corpus.format import read_traces
+
+    for t in read_traces(path):
+        np.testing.assert_allclose(t.gold, mine[t.run_id].gold, rtol=1e-9, atol=1e-12)
+        assert t.label == mine[t.run_id].label

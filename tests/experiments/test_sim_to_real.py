@@ -1,0 +1,81 @@
+"""The sim-to-real check: its agreement figures on hand-computed cases, and one small play."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from evalstop_experiments.sim_to_real import (
+    MAD_TARGET,
+    CheckRow,
+    SideScore,
+    agreement,
+    check_markdown,
+)
+from evalstop_experiments.sim_to_real_recipe import break_even, break_even_markdown
+
+
+def _row(f: float, name: str, twin: float, real: float, half: float = 0.1) -> CheckRow:
+    return CheckRow(
+        f,
+        name,
+        "floor",
+        SideScore(twin, twin - half, twin + half),
+        SideScore(real, real - 2 * half, real + 2 * half),
+    )
+
+
+def test_agreement_on_a_hand_computed_panel() -> None:
+    rows = [_row(1.0, "a", 0.0, 0.1), _row(1.0, "b", 0.5, 0.3), _row(1.0, "c", -1.0, -1.3)]
+    (a,) = agreement(rows)
+    assert a.mad == pytest.approx((0.1 + 0.2 + 0.3) / 3)
+    assert a.rho == pytest.approx(1.0)  # same order on both sides
+    assert a.met is (a.mad <= MAD_TARGET)
+    swapped = [_row(1.0, "a", 0.0, 0.4), _row(1.0, "b", 0.5, 0.3), _row(1.0, "c", -1.0, -1.3)]
+    assert agreement(swapped)[0].rho == pytest.approx(0.5)  # ranks (2,3,1) vs (3,2,1)
+    assert not agreement(swapped)[0].met
+
+
+def test_a_difference_carries_both_sides_intervals() -> None:
+    r = _row(2.0, "a", 0.2, 0.5, half=0.3)
+    assert r.diff == pytest.approx(0.3)
+    lo, hi = r.diff_ci
+    assert hi - r.diff == pytest.approx(math.hypot(0.3, 0.6))
+    assert "| 2x | a |" in check_markdown([r])
+
+
+def test_break_even_ships_the_stopper_best_on_the_twin_and_reads_the_real_interval() -> None:
+    rows = [
+        CheckRow(
+            1.0, "good on twin", "floor", SideScore(0.3, 0.2, 0.4), SideScore(0.1, -0.05, 0.2)
+        ),
+        CheckRow(1.0, "good on real", "floor", SideScore(0.1, 0.0, 0.2), SideScore(0.4, 0.3, 0.5)),
+        CheckRow(4.0, "good on twin", "floor", SideScore(0.5, 0.4, 0.6), SideScore(0.3, 0.1, 0.5)),
+    ]
+    cells = break_even({32: rows})
+    assert [(c.price_factor, c.chosen, c.pays) for c in cells] == [
+        (1.0, "good on twin", False),  # chosen on the twin, never on the real runs
+        (4.0, "good on twin", True),
+    ]
+    assert "pays" in break_even_markdown(cells)
+
+
+@pytest.mark.slow
+def test_the_check_plays_a_small_panel_built_on_the_twin_alone() -> None:
+    from evalstop_experiments.scoring import env_kwargs
+    from evalstop_experiments.sim_to_real import build_panel, run_check
+
+    kw = env_kwargs("english-twin", 1.0, 20)
+    panel = build_panel(kw, val_seeds=(2000,), train_seeds=(), pretrained=())
+    assert {m.name for m in panel} >= {"EvalStop(k=2)", "Bayes (twin prior)", "LossPlateau"}
+    assert len(panel) >= 12
+    rows, panels = run_check(
+        (1.0,),
+        (100, 101),
+        n_jobs=20,
+        panel_kwargs={"val_seeds": (2000,), "train_seeds": (), "pretrained": ()},
+    )
+    assert {r.stopper for r in rows} == {m.name for m in panels[1.0]}
+    for r in rows:
+        assert r.twin.lo <= r.twin.score <= r.twin.hi and r.real.lo <= r.real.score <= r.real.hi
