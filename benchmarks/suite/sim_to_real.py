@@ -1,0 +1,126 @@
+"""The sim-to-real check: stoppers designed on the twin, scored on the twin and on real runs.
+
+    python benchmarks/suite/sim_to_real.py --out runs/sim-to-real            # everything
+    python benchmarks/suite/sim_to_real.py --out DIR --parts check --prices 1
+
+Parts (``--parts``, comma-separated; default all):
+
+* ``check``: the panel built on ``english-twin`` at each price, scored on the twin's test
+  runs and on ``english-heldout``'s (the real held-out runs), against the CurveOracle; each
+  stopper's difference with its CI, the mean absolute difference and Spearman's rho
+  (targets <= 0.15 and >= 0.85) -> ``check.md``;
+* ``oos``: out of sample, on ``english_rlhf_b64`` (72 new runs, eval batch 64), the panel
+  built on the twin set to that recipe -> ``out_of_sample.md``;
+* ``diagnosis``: the 1x panel on the ladder of environments between ``grounded-0.05`` and
+  the real runs, one factor changed at a time -> ``diagnosis.md``;
+* ``break-even``: from the check and out-of-sample rows, at each price and eval batch, the
+  stopper best on the twin and whether it pays on the real runs -> ``break_even.md``.
+
+The real runs' scores are never used to build or choose a stopper.  Test seeds 100-129.
+A finished table in ``--out`` is never overwritten: choose a new folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from evalstop_experiments.sim_to_real import TEST_SEEDS, check_markdown, run_check
+from evalstop_experiments.sim_to_real_diagnosis import diagnose, diagnosis_markdown, variants
+from evalstop_experiments.sim_to_real_recipe import (
+    OOS_EVAL_BATCH,
+    break_even,
+    break_even_markdown,
+    out_of_sample,
+)
+from evalstop_gym import ConfigError
+
+PARTS = ("check", "oos", "diagnosis", "break-even")
+
+
+def _prices(text: str) -> tuple[float, ...]:
+    try:
+        out = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise ConfigError("--prices", text, "comma-separated price factors > 0") from None
+    if not out or not all(p > 0 for p in out):
+        raise ConfigError("--prices", text, "comma-separated price factors > 0")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the chosen parts and write their tables into ``--out``."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="folder for the tables (a new one)")
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"some of {','.join(PARTS)}")
+    ap.add_argument("--prices", default="0.5,1,2", help="price factors of the check")
+    ap.add_argument("--map-prices", default="0.5,1,2,4,8", help="price factors of the map")
+    args = ap.parse_args(argv)
+    parts = [p for p in args.parts.split(",") if p]
+    bad = [p for p in parts if p not in PARTS]
+    if bad or not parts:
+        raise ConfigError("--parts", args.parts, f"comma-separated names from {list(PARTS)}")
+    prices, map_prices = _prices(args.prices), _prices(args.map_prices)
+    out = Path(args.out)
+    done = [
+        n
+        for n in ("check.md", "out_of_sample.md", "diagnosis.md", "break_even.md")
+        if (out / n).exists()
+    ]
+    if done:
+        raise ConfigError("--out", str(out), f"a folder without finished tables (it has {done})")
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.process_time()
+
+    def say(msg: str) -> None:
+        print(f"[{time.process_time() - t0:7.0f} CPU-s] {msg}", flush=True)
+
+    check_prices = sorted(set(prices) | (set(map_prices) if "break-even" in parts else set()))
+    rows = oos = None
+    if "check" in parts or "break-even" in parts:
+        rows, _ = run_check(check_prices, TEST_SEEDS, progress=say)
+        (out / "check.md").write_text(
+            check_markdown([r for r in rows if r.price_factor in prices]) + "\n", encoding="utf-8"
+        )
+        say(f"wrote {out / 'check.md'}")
+    if "oos" in parts or "break-even" in parts:
+        oos_prices = sorted(set(prices) | (set(map_prices) if "break-even" in parts else set()))
+        oos = out_of_sample(out, oos_prices, progress=say)
+        (out / "out_of_sample.md").write_text(
+            check_markdown([r for r in oos if r.price_factor in prices]) + "\n", encoding="utf-8"
+        )
+        say(f"wrote {out / 'out_of_sample.md'}")
+    if "break-even" in parts:
+        cells = break_even(
+            {
+                32: [r for r in rows if r.price_factor in map_prices],
+                OOS_EVAL_BATCH: [r for r in oos if r.price_factor in map_prices],
+            }
+        )
+        (out / "break_even.md").write_text(break_even_markdown(cells) + "\n", encoding="utf-8")
+        say(f"wrote {out / 'break_even.md'}")
+    if "diagnosis" in parts:
+        from evalstop_experiments.scoring import env_kwargs
+        from evalstop_experiments.sim_to_real import N_JOBS, TWIN_TASK, build_panel
+
+        panel = build_panel(env_kwargs(TWIN_TASK, 1.0, N_JOBS))
+        ladder = variants(out, 1.0)
+        scores = diagnose(panel, ladder, TEST_SEEDS, progress=say)
+        (out / "diagnosis.md").write_text(
+            diagnosis_markdown(scores, ladder) + "\n", encoding="utf-8"
+        )
+        say(f"wrote {out / 'diagnosis.md'}")
+    data = {k: [asdict(r) for r in v] for k, v in (("check", rows), ("oos", oos)) if v}
+    (out / "rows.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except ConfigError as e:
+        sys.exit(f"sim_to_real.py: {e}")
