@@ -20,6 +20,7 @@ from . import (
     pools,
     real_curves,
     signals,
+    sim_to_real,
     suite,
 )
 
@@ -34,6 +35,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
     generalisation.EXPERIMENT,
     signals.EXPERIMENT,
     cluster_learned.EXPERIMENT,
+    sim_to_real.EXPERIMENT,
 )
 
 #: The experiments in REPORT.md's order (by number; E7's scores after E7).

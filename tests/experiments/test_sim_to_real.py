@@ -79,3 +79,25 @@ def test_the_check_plays_a_small_panel_built_on_the_twin_alone() -> None:
     assert {r.stopper for r in rows} == {m.name for m in panels[1.0]}
     for r in rows:
         assert r.twin.lo <= r.twin.score <= r.twin.hi and r.real.lo <= r.real.score <= r.real.hi
+
+
+def test_e14_runs_only_when_named() -> None:
+    from evalstop_experiments.experiments import EXPERIMENTS
+    from evalstop_experiments.plan import ReproduceOptions
+
+    exp = next(e for e in EXPERIMENTS if e.id == "E14")
+    assert not exp.runs(ReproduceOptions())
+    assert exp.runs(ReproduceOptions(experiments=("E14",)))
+
+
+@pytest.mark.slow
+def test_e14_quick_writes_its_table_and_section(tmp_path) -> None:
+    from evalstop_experiments.experiments import sim_to_real as e14
+    from evalstop_experiments.plan import Plan, ReproduceOptions
+
+    plan = Plan()
+    e14.build(tmp_path, ReproduceOptions(quick=True, experiments=("E14",)), plan)
+    table = (tmp_path / "E14.md").read_text(encoding="utf-8")
+    assert "| 1x | EvalStop(k=2) |" in table and "Spearman rho" in table
+    lines = e14.section(plan.report_rows)
+    assert lines[0].startswith("## E14") and sum(x.startswith("| 1x |") for x in lines) == 1
