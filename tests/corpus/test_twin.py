@@ -132,3 +132,18 @@ def test_the_shipped_twin_regenerates(tmp_path) -> None:
     for t in read_traces(path):
         np.testing.assert_allclose(t.gold, mine[t.run_id].gold, rtol=1e-9, atol=1e-12)
         assert t.label == mine[t.run_id].label
+
+
+def test_the_out_of_sample_corpus_is_new_runs_of_the_changed_recipe() -> None:
+    oos, fitted = load_corpus("english_rlhf_b64"), load_corpus("english_rlhf")
+    assert len(oos) == sidecar("english_rlhf_b64")["runs"] == 72
+    assert {t.meta["eval_batch"] for t in oos} == {64} and {
+        t.meta["eval_batch"] for t in fitted
+    } == {32}
+    assert not {t.meta["seed"] for t in oos} & {t.meta["seed"] for t in fitted}
+    assert {t.meta["trainer"] for t in oos} == {"grpo", "rloo", "online_dpo"}
+    # the eval noise of a 64-sample mean: about 1/sqrt(2) of the 32-sample one
+    med = lambda ts: float(
+        np.median([t.meta["eval_noise_sd"] for t in ts if t.meta["eval_noise_sd"]])
+    )  # noqa: E731
+    assert 0.6 < med(oos) / med(fitted) < 0.8
