@@ -142,8 +142,9 @@ def test_the_out_of_sample_corpus_is_new_runs_of_the_changed_recipe() -> None:
     } == {32}
     assert not {t.meta["seed"] for t in oos} & {t.meta["seed"] for t in fitted}
     assert {t.meta["trainer"] for t in oos} == {"grpo", "rloo", "online_dpo"}
+
     # the eval noise of a 64-sample mean: about 1/sqrt(2) of the 32-sample one
-    med = lambda ts: float(
-        np.median([t.meta["eval_noise_sd"] for t in ts if t.meta["eval_noise_sd"]])
-    )  # noqa: E731
+    def med(ts):
+        return float(np.median([t.meta["eval_noise_sd"] for t in ts if t.meta["eval_noise_sd"]]))
+
     assert 0.6 < med(oos) / med(fitted) < 0.8
