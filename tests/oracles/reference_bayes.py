@@ -2,7 +2,7 @@
 
 A Python loop over the future checkpoints on (hypotheses, draws) blocks, before the
 look-ahead was vectorised.  ``tests/policies/test_bayes_speed_equivalence.py`` checks the
-stopper's ``_delivered`` against it bit for bit, and ``benchmarks/bench_bayes.py`` times
+stopper's ``_delivered`` against it bit for bit, and ``benchmarks/speed/bench_bayes.py`` times
 the stopper against :class:`ReferenceBayes`.
 """
 

@@ -1,6 +1,6 @@
 """The Bayes stopper's decisions per CPU second, beside EvalStop's on the same episode.
 
-    python benchmarks/bench_bayes.py [--reps 7] [--task hard-0.12]
+    python benchmarks/speed/bench_bayes.py [--reps 7] [--task hard-0.12]
 
 One 200-job episode of a suite task (seed 0; ``hard-0.12`` by default, or e.g.
 ``grounded-0.05``, whose family simulates all 200 hypotheses and weighs probes),
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from timing import alternating
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # this checkout's package and its frozen references
 
 from baselines.bayes import BayesStopper  # noqa: E402
