@@ -318,6 +318,26 @@ def _start_pool(workers: int) -> ProcessPoolExecutor | None:
     return pool
 
 
+def _ended(proc: Any) -> bool:
+    """Whether a worker process has ended, also before its parent has read its status.
+
+    ``exitcode`` stays None until the process's status is collected; a forkserver child's
+    is collected by the forkserver, which on a busy machine can lag behind the death by a
+    while, so on Linux a process that is gone from /proc or a zombie counts as ended too.
+    """
+    if proc.exitcode is not None:
+        return True
+    if not os.path.isdir("/proc"):
+        return False
+    try:
+        with open(f"/proc/{proc.pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError):
+        return False
+
+
 def _workers(pool: ProcessPoolExecutor) -> list[Any]:
     """The pool's worker processes: the executor's own record of them (what shutdown joins)."""
     return list((getattr(pool, "_processes", None) or {}).values())
@@ -410,7 +430,7 @@ class _KeptPool:
         """
         pool = self.pool
         if pool is not None and (
-            getattr(pool, "_broken", False) or any(p.exitcode is not None for p in _workers(pool))
+            getattr(pool, "_broken", False) or any(_ended(p) for p in _workers(pool))
         ):
             self.end(finished=False)
         if self.pool is None:
