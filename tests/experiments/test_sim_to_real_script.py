@@ -1,0 +1,56 @@
+"""benchmarks/suite/sim_to_real.py: its parts, its tables, and what it refuses (heavy steps faked)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from evalstop_experiments.sim_to_real import CheckRow, SideScore
+from evalstop_gym import ConfigError
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "suite" / "sim_to_real.py"
+
+
+@pytest.fixture
+def script(monkeypatch):
+    spec = importlib.util.spec_from_file_location("sim_to_real_script", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def rows(prices):
+        s = SideScore(0.1, 0.0, 0.2)
+        return [
+            CheckRow(f, n, "floor", s, SideScore(0.1 * i, 0.1 * i - 0.1, 0.1 * i + 0.1))
+            for f in prices
+            for i, n in enumerate("abc")
+        ]
+
+    monkeypatch.setattr(mod, "run_check", lambda prices, seeds, progress=None: (rows(prices), {}))
+    monkeypatch.setattr(mod, "out_of_sample", lambda out, prices, progress=None: rows(prices))
+    return mod
+
+
+def test_check_oos_and_the_map_write_their_tables(script, tmp_path) -> None:
+    assert (
+        script.main(["--out", str(tmp_path), "--parts", "check,oos,break-even", "--prices", "1"])
+        == 0
+    )
+    check = (tmp_path / "check.md").read_text(encoding="utf-8")
+    assert "| 1x | a |" in check and "| 4x |" not in check  # the map's prices stay out of the check
+    header = (tmp_path / "break_even.md").read_text(encoding="utf-8").splitlines()[0]
+    assert header == "| eval batch | 0.5x | 1x | 2x | 4x | 8x |"
+    data = json.loads((tmp_path / "rows.json").read_text(encoding="utf-8"))
+    assert {r["price_factor"] for r in data["check"]} == {0.5, 1.0, 2.0, 4.0, 8.0}
+
+
+def test_a_finished_table_and_bad_flags_are_refused(script, tmp_path) -> None:
+    (tmp_path / "check.md").write_text("mine\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="--out"):
+        script.main(["--out", str(tmp_path), "--parts", "check"])
+    assert (tmp_path / "check.md").read_text(encoding="utf-8") == "mine\n"
+    for flags in (["--parts", "bogus"], ["--parts", ""], ["--prices", "0"], ["--prices", "x"]):
+        with pytest.raises(ConfigError):
+            script.main(["--out", str(tmp_path / "new"), *flags])
