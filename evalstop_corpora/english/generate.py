@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import math
 import os
 import shutil
 import time
@@ -42,6 +41,7 @@ import numpy as np
 
 from evalstop_corpora import generate_and_report
 from evalstop_corpora.grid import grid_runs
+from evalstop_gym.corpus.analysis import NOISE_MULTIPLE
 from evalstop_gym.corpus.format import CurveTrace, write_traces
 from evalstop_gym.parallel import Executor
 
@@ -78,8 +78,6 @@ LOADER_KEYS: dict[str, str] = {
     "kl_key": "eval_kl",
     "gold_key": "eval_gold",
 }
-#: A hacking run's gold must fall by more than this many standard errors of a gold point.
-NOISE_MULTIPLE = 2.0 * math.sqrt(2.0)
 
 
 def english_specs(n_runs: int, seed: int = 0, **overrides: Any) -> list[Any]:

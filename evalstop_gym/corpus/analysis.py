@@ -5,12 +5,22 @@ Numpy only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from .format import CurveTrace, CurveTraceError
+
+#: A run's gold gain (peak less first value) counts as at least this share of its gold's
+#: range (peak less lowest value), wherever a run is scaled by its gain (the replay's map,
+#: the twin's run vectors).  Every run of the shipped corpora gains more (the least,
+#: 0.136), so their scales are unchanged.
+GAIN_FLOOR_FRACTION = 0.1
+#: A hacking run's gold must fall by more than this many standard errors of a gold point
+#: (the ``min_abs_drop`` of :func:`label_hacking` for a corpus that measures its gold's noise).
+NOISE_MULTIPLE = 2.0 * math.sqrt(2.0)
 
 # --------------------------------------------------------------------------------------------
 # Labels, resampling, Gao et al. law

@@ -37,13 +37,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .analysis import label_hacking
+from .analysis import GAIN_FLOOR_FRACTION, NOISE_MULTIPLE, label_hacking
 from .format import CurveTrace
 
-#: A run's gain counts as at least this share of its gold's range (the replay's floor).
-GAIN_FLOOR_FRACTION = 0.1
-#: A hacking run's gold must fall by more than this many standard errors of a gold point.
-NOISE_MULTIPLE = 2.0 * math.sqrt(2.0)
 #: Fewest train runs a class needs to be fitted (a covariance of fewer is mostly noise).
 MIN_CLASS_RUNS = 4
 

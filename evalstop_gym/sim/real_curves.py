@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from ..corpus import CurveTrace, peak_progress, read_traces, resample
+from ..corpus.analysis import GAIN_FLOOR_FRACTION
 from ..corpus.split import check_side, select, split_runs
 from ..errors import ConfigError
 from ..fileio import file_identity
@@ -66,10 +67,6 @@ from .synthetic_curves import Curves
 from .workloads import RLHF, JobBatch
 
 BASE, GAIN, LOSS_FLOOR = 0.3, 0.6, 0.2
-#: A run's gold gain (peak less first value) counts as at least this share of its gold's
-#: range (peak less lowest value).  Every run of the shipped corpora gains more (the
-#: least, 0.136), so their scales are unchanged.
-GAIN_FLOOR_FRACTION = 0.1
 #: How a corpus run is mapped into eval units (``SimConfig.curve_scale``).
 CURVE_SCALES: tuple[str, ...] = ("run", "corpus")
 #: What a corpus run's observed eval is (``SimConfig.curve_noise``).
