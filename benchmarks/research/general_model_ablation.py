@@ -65,6 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's 
 
 import baselines.backward as backward
 from evalstop_experiments.experiments import generalisation as gen
+from evalstop_experiments.experiments.generalisation_parts import lsm_models
 from evalstop_gym.suite import SUITE_PRICE
 
 #: The models this script builds (see the module docstring).
@@ -221,12 +222,13 @@ def build(
         return RoutedStopper(RoutedModel.load(POOLED_PATH), label="model"), None
     if variant == "hard-only":
         n, seed = hard_episodes, gen.GENERAL_TRAIN_SEED
-        drawn = gen.GENERAL_REGIMES, gen.GENERAL_REGIME_WEIGHTS
-        gen.GENERAL_REGIMES, gen.GENERAL_REGIME_WEIGHTS = ("hard",), (1,)
+        # Swapped where general_draws reads them: the module that defines it.
+        drawn = lsm_models.GENERAL_REGIMES, lsm_models.GENERAL_REGIME_WEIGHTS
+        lsm_models.GENERAL_REGIMES, lsm_models.GENERAL_REGIME_WEIGHTS = ("hard",), (1,)
         try:
             only = gen.general_episodes(n, seed)
         finally:
-            gen.GENERAL_REGIMES, gen.GENERAL_REGIME_WEIGHTS = drawn
+            lsm_models.GENERAL_REGIMES, lsm_models.GENERAL_REGIME_WEIGHTS = drawn
         return backward.BackwardStopper(fit(only), label="model"), None
     if variant == "told":
         by_arrays = {id(ep.arrays): r for ep, r in zip(data, regimes, strict=True)}
