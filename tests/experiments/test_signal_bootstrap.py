@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 
 from evalstop_experiments.experiments import signals as e12mod
 
+# detection_row looks _first_stop and _boot up in the module that defines it.
+from evalstop_experiments.experiments.signals_parts import detection as e12det
+
 
 def test_resamples_are_the_one_at_a_time_draws() -> None:
     for n, n_boot, seed in ((1, 5, 0), (7, 300, 0), (24, 2000, 3)):
@@ -25,11 +28,11 @@ def test_resamples_are_the_one_at_a_time_draws() -> None:
 
 def _row(monkeypatch, stops, hacking, peak_ckpt, k, batched: bool):
     runs = iter(stops)
-    monkeypatch.setattr(e12mod, "_first_stop", lambda policy, run: next(runs))
+    monkeypatch.setattr(e12det, "_first_stop", lambda policy, run: next(runs))
     if not batched:
-        per_draw = e12mod._boot
+        per_draw = e12det._boot
         monkeypatch.setattr(
-            e12mod, "_boot", lambda fn, n, n_boot, batch=None: per_draw(fn, n, n_boot)
+            e12det, "_boot", lambda fn, n, n_boot, batch=None: per_draw(fn, n, n_boot)
         )
     n = len(stops)
     test = SimpleNamespace(
