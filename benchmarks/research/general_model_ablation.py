@@ -64,6 +64,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # this checkout's package
 
 import baselines.backward as backward
+from baselines.backward_parts import training as backward_training
 from evalstop_experiments.experiments import generalisation as gen
 from evalstop_experiments.experiments.generalisation_parts import lsm_models
 from evalstop_gym.suite import SUITE_PRICE
@@ -94,12 +95,14 @@ def extra_columns(column_fn: Any) -> Iterator[None]:
         return np.concatenate([x, column_fn(arrays, rows, i, x)], axis=1)
 
     names = tuple(f"regime_{r}" for r in gen.GENERAL_REGIMES)
-    backward.features_at = features_at
+    # Where each caller looks features_at up: the fit in the training part, the
+    # stopper's ends in baselines.backward.
+    backward.features_at = backward_training.features_at = features_at
     backward.FEATURE_SETS["smoothed"] = sets["smoothed"] + names
     try:
         yield
     finally:
-        backward.features_at = plain
+        backward.features_at = backward_training.features_at = plain
         backward.FEATURE_SETS.clear()
         backward.FEATURE_SETS.update(sets)
 
