@@ -11,12 +11,18 @@ seeds. The model file is SB3's zip plus the metadata :class:`baselines.Learned` 
 
     result = train(TrainConfig(out="models/dqn.zip", algo="dqn", timesteps=300_000))
     result = train("models/dqn.zip", algo="dqn", timesteps=300_000)  # the same run
+
+The steps live in :mod:`.train_parts` (the hyperparameter checks, the envs, the model, the
+periodic evaluation, the model file); this module keeps the config and the run, and every
+name the parts define stays importable from here.
 """
+
+# Re-exports: the parts' names stay importable from this module (its import path is the API).
+# ruff: noqa: F401
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import functools
 import numbers
@@ -27,27 +33,59 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from evalstop_gym.envs import EvalStopEnv
-from evalstop_gym.fileio import write_hash_record
 
 from ..learned import RECURRENT_ALGOS, algo_class, write_meta
 from .conditioning import check_condition, make_conditioned_env
 from .lean_predict import lean_rollouts
+from .train_parts import evaluation as _evaluation
+from .train_parts import hyperparam_checks as _checks
+from .train_parts.envs import (
+    EVAL_SEED_OFFSET,
+    MONITOR_KEYWORDS,
+    build_env,
+    check_recurrent,
+    env_wrapper,
+    make_envs,
+    monitored,
+)
+from .train_parts.evaluation import best_step, eval_callback, evalstop_reference, learning_curve
+from .train_parts.hyperparam_checks import (
+    HYPERPARAM_VALUES,
+    OWN_HYPERPARAMS,
+    check_hyperparam_values,
+    check_hyperparams,
+)
+from .train_parts.model import has_progress_bar, make_model, unchecked_distributions
+from .train_parts.model_file import observation_meta, output_paths, publish, save_selected, stamp
 from .zoo import ENV_WRAPPERS, check_algo, load_hyperparams, load_zoo_config
 
-#: Episode metrics Monitor writes to its CSV at the end of each episode.
-MONITOR_KEYWORDS = (
-    "mean_jct_h",
-    "wasted_gpu_hours",
-    "precision",
-    "recall",
-    "fpr",
-    "mean_delivered_quality",
-)
-#: Evaluation episodes are seeded this far from the training seed (and the test seeds).
-EVAL_SEED_OFFSET = 10_000
+# The helpers' old private names, which train() and tests reach: assigned, since a module
+# imports no other module's private name (tests/test_architecture.py).  _train_in looks up
+# _make_model and unchecked_distributions here: patch them on this module.
+_make_envs = make_envs
+_make_env = build_env
+_monitored = monitored
+_env_wrapper = env_wrapper
+_check_recurrent = check_recurrent
+_eval_callback = eval_callback
+_evalstop_reference = evalstop_reference
+_learning_curve = learning_curve
+_best_step = best_step
+_output_paths = output_paths
+_publish = publish
+_stamp = stamp
+_save_selected = save_selected
+_observation_meta = observation_meta
+_make_model = make_model
+_has_progress_bar = has_progress_bar
+_number = _checks._number
+_integer = _checks._integer
+_net_arch = _checks._net_arch
+_reseed_callback_class = _evaluation._reseed_callback_class
+_reseed = _evaluation._reseed
+_PolicyPredictor = _evaluation._PolicyPredictor
+
 #: The observation a model gets: ``multi`` (MultiInputPolicy on the Dict) or ``mlp``
 #: (MlpPolicy on FlattenObservation).
 POLICIES = ("multi", "mlp")
@@ -147,142 +185,6 @@ class TrainConfig:
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
                 raise ValueError(f"{name}={value!r} is not allowed: an integer >= 1")
         check_hyperparams(self.algo, self.hyperparams)
-
-
-#: Keys of ``hyperparams`` that are not the SB3 class's keyword arguments.
-OWN_HYPERPARAMS = ("env_wrapper",)
-
-
-def check_hyperparams(algo: str, hyperparams: Any) -> None:
-    """Refuse overrides that are not a dict of the SB3 class's keyword arguments, naming them.
-
-    Before any env or folder is made: SB3 would raise a TypeError only when the model is built.
-    """
-    if hyperparams is None:
-        return
-    if not isinstance(hyperparams, dict) or not all(isinstance(k, str) for k in hyperparams):
-        raise ValueError(
-            f"hyperparams={hyperparams!r} is not allowed: a dict (a JSON object) of "
-            f"{algo}'s keyword arguments"
-        )
-    import inspect
-
-    params = inspect.signature(algo_class(algo).__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    taken = {"self", "policy", "env", "seed", "verbose", "tensorboard_log", "device"}
-    public = {name for name in params if not name.startswith("_")}
-    allowed = sorted((public - taken) | set(OWN_HYPERPARAMS))
-    unknown = sorted(set(hyperparams) - set(allowed))
-    if unknown:
-        raise ValueError(
-            f"hyperparams={hyperparams!r} is not allowed: {', '.join(unknown)} "
-            f"{'is not one' if len(unknown) == 1 else 'are not'} of {algo}'s keyword "
-            f"arguments ({', '.join(allowed)})"
-        )
-    check_hyperparam_values(algo, hyperparams)
-
-
-def _number(x: Any) -> bool:
-    """A finite real number (a bool is not one)."""
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and bool(np.isfinite(float(x)))
-
-
-def _integer(x: Any) -> bool:
-    """An integer (a bool is not one)."""
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def _net_arch(x: Any) -> bool:
-    """SB3's ``net_arch``: a list of layer sizes, or a dict of such lists (pi/vf/qf)."""
-    sizes = lambda v: isinstance(v, list | tuple) and all(_integer(n) and n >= 1 for n in v)  # noqa: E731
-    if isinstance(x, dict):
-        return bool(x) and set(x) <= {"pi", "vf", "qf"} and all(sizes(v) for v in x.values())
-    return sizes(x)
-
-
-#: What a value of each SB3 hyperparameter may be, as SB3 would take it from JSON
-#: (``--hyperparams``): a check, and the words that say what is allowed.  SB3 checks some
-#: of these only when the model is built or at its first update (``n_epochs=0`` fails
-#: inside ``train`` with an UnboundLocalError, ``gamma="x"`` in the first rollout), after
-#: the envs and the log folder were made.
-HYPERPARAM_VALUES: dict[str, tuple[Any, str]] = {
-    # A schedule (a callable of the remaining progress) is SB3's too, from Python.
-    "learning_rate": (lambda x: callable(x) or (_number(x) and x > 0), "a number > 0"),
-    "n_steps": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
-    "batch_size": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
-    "n_epochs": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
-    "gamma": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
-    "gae_lambda": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
-    "clip_range": (lambda x: callable(x) or (_number(x) and x > 0), "a number > 0"),
-    "clip_range_vf": (
-        lambda x: x is None or callable(x) or (_number(x) and x > 0),
-        "null or a number > 0",
-    ),
-    "ent_coef": (lambda x: _number(x) and x >= 0, "a number >= 0"),
-    "vf_coef": (lambda x: _number(x) and x >= 0, "a number >= 0"),
-    "max_grad_norm": (  # inf: no clipping
-        lambda x: x == float("inf") or (_number(x) and x > 0),
-        "a number > 0",
-    ),
-    "target_kl": (lambda x: x is None or (_number(x) and x > 0), "null or a number > 0"),
-    "rms_prop_eps": (lambda x: _number(x) and x > 0, "a number > 0"),
-    "buffer_size": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
-    "learning_starts": (lambda x: _integer(x) and x >= 0, "an integer >= 0"),
-    "tau": (lambda x: _number(x) and 0 < x <= 1, "a number in (0, 1]"),
-    "train_freq": (
-        lambda x: (
-            (_integer(x) and x >= 1)
-            or (
-                isinstance(x, list | tuple)
-                and len(x) == 2
-                and _integer(x[0])
-                and x[0] >= 1
-                and getattr(x[1], "value", x[1]) in ("step", "episode")
-            )
-        ),
-        'an integer >= 1, or [n, "step"] / [n, "episode"]',
-    ),
-    "gradient_steps": (lambda x: _integer(x) and x >= -1, "an integer >= 0, or -1"),
-    "target_update_interval": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
-    "exploration_fraction": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
-    "exploration_initial_eps": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
-    "exploration_final_eps": (lambda x: _number(x) and 0 <= x <= 1, "a number in [0, 1]"),
-    "sde_sample_freq": (lambda x: _integer(x) and x >= -1, "an integer >= -1"),
-    "stats_window_size": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
-    **{
-        k: (lambda x: isinstance(x, bool), "true or false")
-        for k in (
-            "normalize_advantage",
-            "use_sde",
-            "use_rms_prop",
-            "optimize_memory_usage",
-            "share_features_extractor",
-        )
-    },
-    "policy_kwargs": (
-        lambda x: (
-            isinstance(x, dict)
-            and all(isinstance(k, str) for k in x)
-            and ("net_arch" not in x or _net_arch(x["net_arch"]))
-        ),
-        "an object of the policy's keyword arguments, net_arch a list of layer sizes "
-        "(integers >= 1) or an object of such lists under pi, vf or qf",
-    ),
-}
-
-
-def check_hyperparam_values(algo: str, hyperparams: dict[str, Any]) -> None:
-    """Refuse a hyperparameter value SB3 would reject late (see :data:`HYPERPARAM_VALUES`).
-
-    One line naming the key, the value and what is allowed, before any env or folder is
-    made; a key not listed is left to SB3 (a failure when the model is built is still
-    reported in one line, and the log folder removed: :func:`train`).
-    """
-    for key, value in hyperparams.items():
-        rule = HYPERPARAM_VALUES.get(key)
-        if rule is not None and not rule[0](value):
-            raise ValueError(f"hyperparams: {key}={value!r} is not allowed for {algo}: {rule[1]}")
 
 
 @dataclass
@@ -493,25 +395,6 @@ def _train_in(
     return TrainResult(out, trained_steps, seconds, trained_steps / seconds, curve, model)
 
 
-@contextlib.contextmanager
-def unchecked_distributions() -> Any:
-    """Torch distributions built without checking their arguments, while the block runs.
-
-    PPO and A2C build a ``Categorical`` at every rollout step and minibatch, and its
-    argument checks (that the logits are real vectors, that a sample lies in the support)
-    cost about a third of building, sampling and scoring one. The checks only read their
-    inputs, so every number is the same without them; torch's default comes back after.
-    """
-    from torch.distributions import Distribution
-
-    before = Distribution._validate_args
-    Distribution.set_default_validate_args(False)
-    try:
-        yield
-    finally:
-        Distribution.set_default_validate_args(before)
-
-
 def _as_config(
     config: TrainConfig | str | os.PathLike[str] | None, fields: dict[str, Any]
 ) -> TrainConfig:
@@ -521,340 +404,3 @@ def _as_config(
     if config is None:
         return TrainConfig(**fields)
     return TrainConfig(config, **fields)
-
-
-def _publish(tmp_out: Path, out: Path) -> None:
-    """Move the finished model file into place and record its hash."""
-    with open(tmp_out, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp_out, out)
-    # Loading a model runs pickled code: record its hash so that only this file is loaded.
-    write_hash_record(out)
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """What tells a file rewritten since: (inode, size, mtime in ns); None if absent."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def _save_selected(
-    model: Any, algo: str, best: Path, keep_best: bool, out: Path
-) -> tuple[Any, bool]:
-    """Save the best-evaluated model ``best`` (if asked and this run wrote it) or the last
-    one to ``out``."""
-    selected_best = keep_best and best.exists()
-    if selected_best:
-        model = algo_class(algo).load(best, device="cpu")
-    model.save(out)
-    return model, selected_best
-
-
-def _check_recurrent(algo: str, wrapper: str | None, probe: EvalStopEnv) -> bool:
-    """True for a recurrent algorithm, once its training setup keeps one job per LSTM thread.
-
-    Its LSTM state is one job's memory, so it trains on per-job episodes, and
-    ``Learned`` finds a job's state again from the job's history, which needs a
-    window covering every checkpoint.
-    """
-    if algo not in RECURRENT_ALGOS:
-        return False
-    if wrapper is None:
-        raise ValueError(f"algo={algo!r} needs env_wrapper={ENV_WRAPPERS[0]!r} (per-job episodes)")
-    k = probe.config.resolved_calibration().evals_per_job
-    if probe.window < k or "evals" not in probe.obs_fields:
-        raise ValueError(
-            f"algo={algo!r} needs 'evals' in obs_fields and eval_window None or >= {k} "
-            f"(got obs_fields={list(probe.obs_fields)}, eval_window={probe.window})"
-        )
-    return True
-
-
-def _output_paths(out: str | Path) -> tuple[Path, Path]:
-    """The model file (``.zip``) and its log folder (``models/ppo.zip`` -> ``models/ppo/``)."""
-    out = Path(out)
-    if out.suffix != ".zip":
-        out = out.with_suffix(".zip")
-    return out, out.with_suffix("")
-
-
-def _make_envs(
-    env_kwargs: dict[str, Any],
-    n_envs: int,
-    seed: int,
-    flatten: bool,
-    subproc: bool,
-    log_dir: Path,
-    *,
-    vec: str = "dummy",
-    wrapper: str | None = None,
-    make_base: Any = None,
-    eval_wrapped: bool = False,
-) -> tuple[Any, Any]:
-    """The training vector env (with Monitor logs) and the one-env evaluation vector env.
-
-    ``vec="native"`` trains on N simulators batched in one process
-    (:mod:`baselines.training.native_vec`) instead of N wrapped envs.  ``wrapper``
-    (:data:`ENV_WRAPPERS`) wraps the training envs, and the evaluation env only
-    with ``eval_wrapped`` (a recurrent model, whose state SB3's evaluation would
-    carry across a cluster episode's interleaved jobs): otherwise the periodic
-    evaluation plays whole cluster episodes, the score the model is selected by.
-    """
-    from gymnasium.wrappers import FlattenObservation
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
-
-    wrap = FlattenObservation if flatten else None
-    make_env = functools.partial(_make_env, env_kwargs, None, make_base)  # picklable
-    make_train_env = functools.partial(_make_env, env_kwargs, wrapper, make_base)
-    if vec == "native":
-        if make_base is not None:
-            raise ValueError(
-                "make_base_env needs vec='dummy' (the native vec env is EvalStop-v0's)"
-            )
-        from .native_vec import make_native_venv
-
-        (log_dir / "monitor").mkdir(parents=True, exist_ok=True)
-        monitor = str(log_dir / "monitor" / "native")
-        venv = make_native_venv(n_envs, seed, flatten, env_kwargs, monitor, MONITOR_KEYWORDS)
-    else:
-        venv = make_vec_env(
-            make_train_env,
-            n_envs=n_envs,
-            seed=seed,
-            wrapper_class=wrap,
-            monitor_dir=str(log_dir / "monitor"),
-            # A job episode has no cluster metrics to log.
-            monitor_kwargs={"info_keywords": () if wrapper else MONITOR_KEYWORDS},
-            vec_env_cls=SubprocVecEnv if subproc else DummyVecEnv,
-        )
-    eval_env = make_vec_env(
-        make_train_env if eval_wrapped else make_env,
-        n_envs=1,
-        seed=seed + EVAL_SEED_OFFSET,
-        wrapper_class=wrap,
-    )
-    return venv, eval_env
-
-
-def _make_model(
-    algo: str,
-    hp: dict[str, Any],
-    venv: Any,
-    seed: int,
-    flatten: bool,
-    verbose: int,
-    tensorboard: str | None,
-    log_dir: Path,
-) -> Any:
-    """The SB3 model; TensorBoard logs go to ``log_dir/tb`` when tensorboard is installed."""
-    if tensorboard is None:
-        try:
-            import tensorboard as _  # noqa: F401
-
-            tensorboard = str(log_dir / "tb")
-        except ImportError:
-            tensorboard = None
-    lstm = "Lstm" if algo in RECURRENT_ALGOS else ""
-    return algo_class(algo)(
-        f"Mlp{lstm}Policy" if flatten else f"MultiInput{lstm}Policy",
-        venv,
-        seed=seed,
-        verbose=verbose,
-        tensorboard_log=tensorboard,
-        device="cpu",
-        **copy.deepcopy(hp),  # SB3 fills policy_kwargs in place: keep ours clean
-    )
-
-
-def _eval_callback(
-    eval_env: Any,
-    eval_seed: int,
-    eval_freq: int,
-    n_envs: int,
-    eval_episodes: int,
-    log_dir: Path,
-    keep_best: bool,
-    batch_of: Any = None,
-) -> Any:
-    """Periodic evaluation on the same validation episodes each time.
-
-    With ``batch_of`` (a ``() -> env`` wrapped as ``eval_env``'s one env), the episodes
-    are played side by side in envs it builds (:mod:`baselines.training.batch_eval`).
-    """
-    from stable_baselines3.common.callbacks import EvalCallback
-
-    if batch_of is not None:
-        from .batch_eval import batch_eval_callback
-
-        return batch_eval_callback(
-            batch_of,
-            eval_env,
-            eval_seed,
-            max(eval_freq // n_envs, 1),
-            eval_episodes,
-            str(log_dir),
-            str(log_dir) if keep_best else None,
-            _reseed(eval_env, eval_seed),
-        )
-    return EvalCallback(
-        eval_env,
-        eval_freq=max(eval_freq // n_envs, 1),
-        n_eval_episodes=eval_episodes,
-        log_path=str(log_dir),
-        best_model_save_path=str(log_dir) if keep_best else None,
-        deterministic=True,
-        verbose=0,
-        callback_after_eval=_reseed(eval_env, eval_seed),
-    )
-
-
-def _evalstop_reference(
-    eval_env: Any,
-    eval_seed: int,
-    dict_space: Any,
-    flatten: bool,
-    episodes: int,
-    batch: Any = None,
-) -> float:
-    """EvalStop(k=2)'s return on the very episodes every evaluation used (NaN without its field).
-
-    Played side by side in ``batch`` (a :class:`baselines.training.batch_eval.BatchEvaluator`
-    over those episodes) when given, else one by one in ``eval_env``.
-    """
-    from stable_baselines3.common.evaluation import evaluate_policy
-
-    from ..policies import EvalStop
-
-    if "consecutive_declines" not in dict_space.spaces:
-        return float("nan")
-    predictor = _PolicyPredictor(EvalStop(2), dict_space, flatten)
-    if batch is not None:
-        played = batch.evaluate(lambda obs: predictor.predict(obs)[0])
-        if played is not None:
-            return float(np.mean(played[0]))
-    eval_env.seed(eval_seed)
-    return float(evaluate_policy(predictor, eval_env, episodes)[0])
-
-
-def _observation_meta(space: Any, window: int, flatten: bool) -> dict[str, Any]:
-    """What :class:`baselines.Learned` needs to rebuild and check the observation.
-
-    The window recorded is the one ``space`` shows (a padded base env's may be wider
-    than its ``env_kwargs``'), else ``window``.
-    """
-    from evalstop_gym.envs.wrappers import WINDOW_FIELDS
-
-    shown = [s.shape[0] // 2 for k, s in space.spaces.items() if k in WINDOW_FIELDS]
-    return {
-        "flatten": flatten,
-        "obs_fields": list(space.spaces),
-        "eval_window": shown[0] if shown else window,
-        "observation_space": {
-            k: {"low": s.low.tolist(), "high": s.high.tolist()} for k, s in space.spaces.items()
-        },
-    }
-
-
-def _reseed_callback_class() -> Any:
-    from stable_baselines3.common.callbacks import BaseCallback
-
-    class Reseed(BaseCallback):
-        """After each evaluation, rewind the eval env's seed: every evaluation then
-        runs the same episodes, so the learning curve compares like with like."""
-
-        def __init__(self, env: Any, seed: int) -> None:
-            super().__init__()
-            self.env, self.seed = env, seed
-
-        def _on_step(self) -> bool:
-            self.env.seed(self.seed)
-            return True
-
-    return Reseed
-
-
-def _reseed(env: Any, seed: int) -> Any:
-    return _reseed_callback_class()(env, seed)
-
-
-class _PolicyPredictor:
-    """A ``baselines`` policy behind SB3's ``predict``, so ``evaluate_policy`` can run it."""
-
-    def __init__(self, policy: Any, dict_space: Any, flatten: bool) -> None:
-        self.policy, self.space, self.flatten = policy, dict_space, flatten
-
-    def predict(
-        self, obs: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
-    ):
-        from gymnasium.spaces import unflatten
-
-        if self.flatten:
-            rows = [unflatten(self.space, o) for o in obs]
-        else:
-            n = len(next(iter(obs.values())))
-            rows = [{k: v[i] for k, v in obs.items()} for i in range(n)]
-        return np.array([self.policy.act(r) for r in rows], dtype=np.int64), state
-
-
-def _make_env(env_kwargs: dict[str, Any], wrapper: str | None = None, make_base: Any = None) -> Any:
-    """EvalStop-v0 with the episode metrics lifted into info, so Monitor can log them.
-
-    With ``wrapper`` (:data:`ENV_WRAPPERS`), EvalStop-v0 inside that wrapper instead;
-    ``make_base()`` builds the env in place of EvalStop-v0.
-    """
-    import gymnasium as gym
-
-    import evalstop_gym  # noqa: F401
-    from evalstop_gym.envs import wrappers
-
-    env = make_base() if make_base is not None else gym.make("EvalStop-v0", **env_kwargs)
-    if wrapper is not None:
-        return getattr(wrappers, wrapper.rpartition(".")[2])(env)
-    return wrappers.EpisodeMetricsInfo(env)
-
-
-def _monitored(make_env: Any, flatten: bool) -> Any:
-    """``make_env()`` wrapped as ``make_vec_env`` wraps it (Monitor, then the flattening)."""
-    from gymnasium.wrappers import FlattenObservation
-    from stable_baselines3.common.monitor import Monitor
-
-    env = Monitor(make_env())
-    return FlattenObservation(env) if flatten else env
-
-
-def _env_wrapper(name: str | None, vec: str) -> str | None:
-    """Check a zoo file's ``env_wrapper`` (None, or one of :data:`ENV_WRAPPERS`)."""
-    if name is None:
-        return None
-    if name not in ENV_WRAPPERS:
-        raise ValueError(f"env_wrapper={name!r} is not allowed: one of {list(ENV_WRAPPERS)}")
-    if vec != "dummy":
-        raise ValueError(f"env_wrapper={name!r} needs vec='dummy' (got vec={vec!r})")
-    return name
-
-
-def _has_progress_bar() -> bool:
-    try:
-        import rich  # noqa: F401
-        import tqdm  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def _best_step(curve: list[tuple[int, float, float]]) -> int:
-    return max(curve, key=lambda c: c[1])[0] if curve else 0
-
-
-def _learning_curve(npz: Path) -> list[tuple[int, float, float]]:
-    if not npz.exists():
-        return []
-    data = np.load(npz)
-    return [
-        (int(t), float(np.mean(r)), float(np.std(r)))
-        for t, r in zip(data["timesteps"], data["results"])
-    ]
