@@ -39,280 +39,43 @@ State.  :meth:`OnlineStopper.state_dict` is JSON-serialisable;
 recorded evaluations to the policy, so a resumed run continues with the same
 decisions (for a deterministic policy; the recorded decisions are kept and a
 warning names any that the policy now takes differently).
+
+The scale, the short specs and the settings' checks live in :mod:`.online_parts`; this
+module keeps :class:`OnlineStopper`, and every name the parts define stays importable
+from here.
 """
+
+# Re-exports: the parts' names stay importable from this module (its import path is the API).
+# ruff: noqa: F401
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from evalstop_gym.corpus.format import MAX_RUN_EVALS
-from evalstop_gym.envs.config import parse_obs_fields
-from evalstop_gym.envs.core import BOUNDS, ObservationLayout
-from evalstop_gym.errors import ConfigError, is_integer
-from evalstop_gym.sim.calibration import get_calibration
+from evalstop_gym.envs.core import BOUNDS
+from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.workloads import JOB_TYPES
 
-from .bayes import REAL_CURVE_NOISE, BayesStopper
-from .changepoint import Cusum
-from .floors import FirstEvalGate
-from .policies import EvalStop, LossPlateau, NoStop, Policy, StopAtProgress
+from .online_parts import specs as _specs
+from .online_parts.scale import SIM_GAIN, SIM_START, ScaleRule, is_number
+from .online_parts.settings import check_n_checkpoints, check_run_settings, layout_of
+from .online_parts.specs import SHORT_FORMS, SHORT_SPECS, short_spec_factory
+from .policies import Policy
 
-#: Where :meth:`ScaleRule.fit` puts a set of runs' median start and median gain: the
-#: simulator's RLHF runs start at about 0.3 and gain about 0.6 eval units
-#: (``evalstop_gym.sim.real_curves`` maps a corpus run's gold the same way).
-SIM_START, SIM_GAIN = 0.3, 0.6
+# The helpers' old private names, which OnlineStopper and tests reach: assigned, since a
+# module imports no other module's private name (tests/test_architecture.py).
+_is_number = is_number
+_layout_of = layout_of
+_numbers = _specs._numbers
+
 #: The version of :meth:`OnlineStopper.state_dict`'s layout.
 STATE_VERSION = 1
 #: The actions recorded in :attr:`OnlineStopper.decisions`.
 CONTINUE, STOP, END = "continue", "stop", "end"
-
-
-@dataclass(frozen=True)
-class ScaleRule:
-    """An affine map ``offset + factor * x`` of a (direction-adjusted) metric into eval units.
-
-    Attributes:
-        offset: Added after scaling.
-        factor: Multiplies the metric; > 0, so that it keeps the metric's order.
-    """
-
-    offset: float = 0.0
-    factor: float = 1.0
-
-    def __post_init__(self) -> None:
-        """Refuse a non-finite offset or a factor that is not a finite number > 0."""
-        if not _is_number(self.offset):
-            raise ConfigError("scale.offset", self.offset, "a finite number")
-        if not _is_number(self.factor) or not self.factor > 0:
-            raise ConfigError("scale.factor", self.factor, "a finite number > 0")
-        object.__setattr__(self, "offset", float(self.offset))
-        object.__setattr__(self, "factor", float(self.factor))
-
-    def __call__(self, x: float) -> float:
-        """``offset + factor * x``."""
-        return self.offset + self.factor * x
-
-    @property
-    def is_identity(self) -> bool:
-        """True for the map that changes nothing."""
-        return self.offset == 0.0 and self.factor == 1.0
-
-    @classmethod
-    def fit(
-        cls,
-        runs: Iterable[Sequence[float]],
-        *,
-        greater_is_better: bool = True,
-        start: float = SIM_START,
-        gain: float = SIM_GAIN,
-    ) -> ScaleRule:
-        """One common map for a set of runs: median start -> ``start``, median gain -> ``gain``.
-
-        A run's start is its first value, its gain its best value less its first
-        (both after negating a lower-is-better metric).  Fit the map on runs other
-        than the ones it will scale (earlier runs, a held-out set) and nothing of a
-        run's own future enters its scaling.
-
-        Raises:
-            ConfigError: no run, an empty or non-finite run, or a median gain that is
-                not > 0 (the runs never improve on their first value).
-        """
-        runs = [np.asarray(r, dtype=float) for r in runs]
-        if not runs or any(r.ndim != 1 or r.size == 0 for r in runs):
-            raise ConfigError("runs", len(runs), "at least one run, each a non-empty series")
-        if not all(np.all(np.isfinite(r)) for r in runs):
-            raise ConfigError("runs", "a non-finite value", "finite metric values")
-        adjusted = [r if greater_is_better else -r for r in runs]
-        starts = [float(a[0]) for a in adjusted]
-        gains = [float(a.max()) - s for a, s in zip(adjusted, starts, strict=True)]
-        med_start, med_gain = float(np.median(starts)), float(np.median(gains))
-        if not med_gain > 0:
-            raise ConfigError(
-                "runs",
-                f"median gain {med_gain:g} over {len(runs)} run(s)",
-                "runs whose metric rises above its first value (a median gain > 0); "
-                "check the metric's direction (greater_is_better)",
-            )
-        factor = gain / med_gain
-        return cls(start - factor * med_start, factor)
-
-    def to_dict(self) -> dict[str, float]:
-        """``{"offset": ..., "factor": ...}``."""
-        return {"offset": self.offset, "factor": self.factor}
-
-    @classmethod
-    def from_dict(cls, d: Any) -> ScaleRule:
-        """The rule :meth:`to_dict` wrote."""
-        if not isinstance(d, dict) or set(d) != {"offset", "factor"}:
-            raise ConfigError("scale", d, "a dict with 'offset' and 'factor'")
-        return cls(d["offset"], d["factor"])
-
-
-#: The short names of the package's stoppers a ``--policy`` spec may use, with their form.
-SHORT_SPECS: dict[str, str] = {
-    "nostop": "nostop",
-    "evalstop": "evalstop[:K] (K consecutive declines, default 2)",
-    "cusum": "cusum[:THRESHOLD[,DRIFT]] (eval units, default 0.1,0)",
-    "bayes": "bayes[:CALIBRATION] (paper, realistic or hard; default hard)",
-    "lossplateau": "lossplateau[:WINDOW,TOLERANCE] (default 3,0.02)",
-    "stopat": "stopat:PROGRESS (stop at that share of the run)",
-    "gate": "gate:STOP_AT,THRESHOLD (FirstEvalGate, eval units)",
-}
-#: The short forms, for a refusal.
-SHORT_FORMS = "; ".join(SHORT_SPECS.values())
-
-
-def _numbers(spec: str, arg: str, n_max: int) -> list[float]:
-    parts = [p for p in arg.split(",") if p.strip()] if arg else []
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        values = []
-        parts = ["?"]
-    if len(parts) > n_max or len(values) != len(parts):
-        raise ConfigError("policy", spec, SHORT_SPECS[spec.partition(":")[0].lower()])
-    return values
-
-
-def short_spec_factory(spec: str) -> Callable[[int], Policy] | None:
-    """A factory ``n_checkpoints -> fresh policy`` for a short spec (:data:`SHORT_SPECS`).
-
-    None when ``spec`` names no package stopper (the caller tries its other forms).  The
-    factory takes the run's number of evaluations because Bayes models a run of exactly
-    that many (its calibration is rebuilt with ``evals_per_job = n``, its eval noise at
-    least the real-curve level).
-
-    Raises:
-        ConfigError: a short name with malformed arguments, naming its form.
-    """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError("policy", spec, SHORT_FORMS)
-    name, _, arg = spec.strip().partition(":")
-    kind = name.lower()
-    factory: Callable[[int], Policy]
-    if kind == "nostop" and not arg:
-        factory = lambda n: NoStop()  # noqa: E731
-    elif kind == "evalstop":
-        (k,) = _numbers(spec, arg, 1) or [2]
-        if k != int(k):
-            raise ConfigError("policy", spec, SHORT_SPECS["evalstop"])
-        EvalStop(int(k))
-        factory = lambda n: EvalStop(int(k))  # noqa: E731
-    elif kind == "cusum":
-        values = _numbers(spec, arg, 2)
-        threshold, drift = (values + [0.1, 0.0][len(values) :])[:2]
-        Cusum(threshold, drift)
-        factory = lambda n: Cusum(threshold, drift)  # noqa: E731
-    elif kind == "lossplateau":
-        values = _numbers(spec, arg, 2)
-        if len(values) == 1:
-            raise ConfigError("policy", spec, SHORT_SPECS["lossplateau"])
-        window, tol = values or [3, 0.02]
-        if window != int(window):
-            raise ConfigError("policy", spec, SHORT_SPECS["lossplateau"])
-        LossPlateau(int(window), tol)
-        factory = lambda n: LossPlateau(int(window), tol)  # noqa: E731
-    elif kind == "stopat":
-        values = _numbers(spec, arg, 1)
-        if not values:
-            raise ConfigError("policy", spec, SHORT_SPECS["stopat"])
-        StopAtProgress(values[0])
-        factory = lambda n: StopAtProgress(values[0], job_types=JOB_TYPES)  # noqa: E731
-    elif kind == "gate":
-        values = _numbers(spec, arg, 2)
-        if len(values) != 2:
-            raise ConfigError("policy", spec, SHORT_SPECS["gate"])
-        FirstEvalGate(*values)
-        factory = lambda n: FirstEvalGate(*values)  # noqa: E731
-    elif kind == "bayes":
-        cal = get_calibration(arg or "hard")
-        noise = max(cal.eval_noise, REAL_CURVE_NOISE)
-
-        def factory(n: int) -> Policy:
-            if n < 2:
-                raise ConfigError(
-                    "policy", spec, "a run of >= 2 evaluations (Bayes models a curve)"
-                )
-            return BayesStopper(dataclasses.replace(cal, evals_per_job=n), eval_noise=noise)
-
-    elif kind in SHORT_SPECS:
-        raise ConfigError("policy", spec, SHORT_SPECS[kind])
-    else:
-        return None
-    return factory
-
-
-def _is_number(x: Any) -> bool:
-    return (
-        isinstance(x, int | float | np.integer | np.floating)
-        and not isinstance(x, bool | np.bool_)
-        and math.isfinite(float(x))
-    )
-
-
-def _layout_of(
-    policy: Any, n_checkpoints: int, obs_fields: Any, eval_window: int | None
-) -> ObservationLayout:
-    """The observation layout ``policy`` plays on: given, its model's, or the env's default.
-
-    A learned model records the fields and the window it was trained on in its
-    ``meta``; every other policy gets the env's default (every field, the
-    whole history).
-    """
-    meta = getattr(policy, "meta", None)
-    if obs_fields is None and isinstance(meta, dict) and "obs_fields" in meta:
-        obs_fields = meta["obs_fields"]
-    if eval_window is None and isinstance(meta, dict) and meta.get("eval_window"):
-        eval_window = int(meta["eval_window"])
-    fields = parse_obs_fields(obs_fields)
-    if eval_window is None:
-        eval_window = n_checkpoints
-    if not isinstance(eval_window, int) or isinstance(eval_window, bool) or eval_window < 1:
-        raise ConfigError("eval_window", eval_window, "an integer >= 1")
-    return ObservationLayout(fields, eval_window, n_checkpoints)
-
-
-def check_n_checkpoints(n_checkpoints: Any, *, optional: bool = False) -> int | None:
-    """``n_checkpoints`` as an int in [1, :data:`MAX_RUN_EVALS`] (``None`` passes when
-    ``optional``: a live run works it out when it begins).
-
-    Raises:
-        ConfigError: Not such an integer.
-    """
-    if n_checkpoints is None and optional:
-        return None
-    if not is_integer(n_checkpoints) or not 1 <= n_checkpoints <= MAX_RUN_EVALS:
-        allowed = f"an integer in [1, {MAX_RUN_EVALS}]" + (
-            " or None (work it out from the run)" if optional else ""
-        )
-        raise ConfigError("n_checkpoints", n_checkpoints, allowed)
-    return int(n_checkpoints)
-
-
-def check_run_settings(job_type: Any, scale: Any) -> ScaleRule | None:
-    """A run's ``job_type`` checked and its ``scale`` as a :class:`ScaleRule` (or None).
-
-    What :class:`OnlineStopper` checks of them, callable before one is built (the live-run
-    integrations check their arguments when they are built, not at a run's first eval).
-
-    Raises:
-        ConfigError: a job type not in :data:`JOB_TYPES`, or a scale that is not a
-            ``ScaleRule``, its dict, or None.
-    """
-    if job_type not in JOB_TYPES:
-        raise ConfigError("job_type", job_type, f"one of {list(JOB_TYPES)}")
-    if isinstance(scale, dict):
-        scale = ScaleRule.from_dict(scale)
-    if scale is not None and not isinstance(scale, ScaleRule):
-        raise ConfigError("scale", scale, "a ScaleRule, its dict, or None (identity)")
-    return scale
 
 
 class OnlineStopper:
