@@ -131,7 +131,7 @@ def test_bad_arguments_are_refused_before_any_episode(kwargs, match, monkeypatch
     def played(*args, **kw):
         raise AssertionError("an episode was played")
 
-    monkeypatch.setattr(scoring, "play", played)
+    monkeypatch.setattr(scoring.task, "play", played)  # where play_stoppers looks it up
     with pytest.raises(ConfigError, match=match):
         compare(EvalStop(2), NoStop(), "hard-0.12", **{"n_jobs": 20, **kwargs})
     if "names" not in kwargs:

@@ -40,7 +40,7 @@ def test_the_floors_tune_on_the_train_runs(monkeypatch: pytest.MonkeyPatch) -> N
         seen.append(kw)
         return real(kw, seeds)
 
-    monkeypatch.setattr(scoring, "tune_floors", spy)
+    monkeypatch.setattr(scoring.task, "tune_floors", spy)  # where suite_stoppers looks it up
     kw = scoring.env_kwargs("trl-heldout", 1.0, 20)
     names = [s.kind for s in scoring.suite_stoppers("trl-heldout", kw, (2000,))]
     assert seen[0]["curve_split"] == "train"

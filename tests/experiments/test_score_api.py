@@ -156,7 +156,7 @@ def test_the_readme_scores_a_stopper_from_a_users_file(tmp_path, monkeypatch) ->
 
 
 def test_fresh_seeds_span_the_64_bit_seed_space_and_are_listed(monkeypatch) -> None:
-    monkeypatch.setattr(scoring, "FRESH_SEEDS", 2)
+    monkeypatch.setattr(scoring.api, "FRESH_SEEDS", 2)  # where resolve_seeds reads it
     row = score(EvalStop(2), "hard-0.12", seeds="fresh", n_jobs=10)[0]
     assert row.seeds == 2 and len(row.test_seeds) == 2
     assert all(0 <= s < 2**64 for s in row.test_seeds)
@@ -220,8 +220,10 @@ def no_episode(monkeypatch) -> None:
     def played(*args, **kwargs):
         raise AssertionError("an episode was played")
 
-    monkeypatch.setattr(scoring, "play", played)
-    monkeypatch.setattr(scoring, "tune_floors", played)
+    # where the parts look them up: play_stoppers and suite_stoppers in task, tuned_stoppers in tuning
+    monkeypatch.setattr(scoring.task, "play", played)
+    monkeypatch.setattr(scoring.task, "tune_floors", played)
+    monkeypatch.setattr(scoring.tuning, "tune_floors", played)
 
 
 def test_what_would_read_the_simulator_is_refused_before_any_episode(

@@ -24,7 +24,7 @@ def test_the_best_floor_reuses_its_floors_episodes_with_the_same_rows(monkeypatc
         played.append(getattr(policy, "name", "Oracle"))
         return original(kw, seed, policy, job_terms=job_terms)
 
-    monkeypatch.setattr(scoring, "play", counting)
+    monkeypatch.setattr(scoring.task, "play", counting)  # where play_stoppers looks it up
     seeds = [0, 1]
     reused = scoring.score_task("trl-heldout", 1.0, kw, stoppers, seeds)
     assert len(played) == (len(stoppers) - 1) * len(seeds)
