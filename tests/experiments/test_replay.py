@@ -286,12 +286,21 @@ def test_a_bad_cell_is_shown_as_the_file_has_it(row, shown, tmp_path, capsys) ->
     assert len(err) == 1 and "line 2" in err[0] and shown in err[0]
 
 
-def test_bayes_on_a_run_too_long_for_its_tables_is_refused_in_one_line(tmp_path, capsys) -> None:
-    """``--policy bayes`` models the run's K evaluations; at K = 400 its tables would take
-    hundreds of GB (2.1 GB at 100, 7 GB at 150): refused, naming the limit."""
-    rows = "\n".join(f"{10 * i},{1.0 / i},{0.5 + 0.001 * i}" for i in range(1, 401))
-    log = tmp_path / "metrics.csv"
-    log.write_text(f"global_step,train/policy_loss,eval/reward\n{rows}\n")
-    assert main(["curves", "replay", str(log), "--policy", "bayes:hard"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "evals_per_job=400 is not allowed: at most 150" in err[-1]
+def test_bayes_replays_a_run_longer_than_its_tables(tmp_path, capsys) -> None:
+    """``--policy bayes`` was refused beyond 150 evaluations (its tables of every prefix
+    grew as K**3: 7 GB at 150); a real run has more.  A 2,000-eval trainer_state.json that
+    peaks at eval 800 and falls is replayed (about 2 s of CPU): Bayes stops after the peak, well before the end, and keeps
+    the run's best checkpoint."""
+    i = np.arange(1, 2001)
+    gold = 0.3 + 0.5 * np.minimum(i / 800, 1) - 0.4 * np.maximum(i - 800, 0) / 1200
+    evals = gold + 0.02 * np.random.default_rng(0).standard_normal(len(i))
+    history = []
+    for step, e in zip(10 * i, evals, strict=True):
+        history += [{"step": int(step), "loss": 10.0 / step}, {"step": int(step), "eval_reward": e}]
+    log = tmp_path / "trainer_state.json"
+    log.write_text(json.dumps({"global_step": 20000, "log_history": history}))
+    assert main(["curves", "replay", str(log), "--policy", "bayes:hard"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split()
+    stop, delivered, best = int(row[2]), int(row[3]), int(row[5])
+    assert delivered == best == 10 * (int(evals.argmax()) + 1)
+    assert 8000 < stop < 15000
