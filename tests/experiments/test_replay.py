@@ -286,11 +286,8 @@ def test_a_bad_cell_is_shown_as_the_file_has_it(row, shown, tmp_path, capsys) ->
     assert len(err) == 1 and "line 2" in err[0] and shown in err[0]
 
 
-def test_bayes_replays_a_run_longer_than_its_tables(tmp_path, capsys) -> None:
-    """``--policy bayes`` was refused beyond 150 evaluations (its tables of every prefix
-    grew as K**3: 7 GB at 150); a real run has more.  A 2,000-eval trainer_state.json that
-    peaks at eval 800 and falls is replayed (about 2 s of CPU): Bayes stops after the peak, well before the end, and keeps
-    the run's best checkpoint."""
+def _long_log(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """A 2,000-eval trainer_state.json whose eval peaks at eval 800 and falls, and its evals."""
     i = np.arange(1, 2001)
     gold = 0.3 + 0.5 * np.minimum(i / 800, 1) - 0.4 * np.maximum(i - 800, 0) / 1200
     evals = gold + 0.02 * np.random.default_rng(0).standard_normal(len(i))
@@ -299,8 +296,31 @@ def test_bayes_replays_a_run_longer_than_its_tables(tmp_path, capsys) -> None:
         history += [{"step": int(step), "loss": 10.0 / step}, {"step": int(step), "eval_reward": e}]
     log = tmp_path / "trainer_state.json"
     log.write_text(json.dumps({"global_step": 20000, "log_history": history}))
+    return log, evals
+
+
+def test_bayes_replays_a_run_longer_than_its_tables(tmp_path, capsys) -> None:
+    """``--policy bayes`` was refused beyond 150 evaluations (its tables of every prefix
+    grew as K**3: 7 GB at 150); a real run has more.  A 2,000-eval trainer_state.json that
+    peaks at eval 800 and falls is replayed (about 2 s of CPU): Bayes stops after the peak,
+    well before the end, and keeps the run's best checkpoint."""
+    log, evals = _long_log(tmp_path)
     assert main(["curves", "replay", str(log), "--policy", "bayes:hard"]) == 0
     row = capsys.readouterr().out.strip().splitlines()[-1].split()
     stop, delivered, best = int(row[2]), int(row[3]), int(row[5])
     assert delivered == best == 10 * (int(evals.argmax()) + 1)
     assert 8000 < stop < 15000
+
+
+@pytest.mark.parametrize(
+    "policy",
+    ["pretrained:general", "pretrained:routed", "pretrained:hard"],
+)
+def test_the_shipped_learned_stoppers_replay_a_long_run(policy, tmp_path, capsys) -> None:
+    """The backward-induction, routed and PPO models on the same 2,000-eval log: no refusal, a
+    row with the run's best (each in a few CPU-seconds and under 0.4 GB: docs/PERFORMANCE.md)."""
+    log, evals = _long_log(tmp_path)
+    assert main(["curves", "replay", str(log), "--policy", policy]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert row[1] == policy and int(row[5]) == 10 * (int(evals.argmax()) + 1)
+    assert row[2] == "-" or 10 <= int(row[2]) <= 20000
