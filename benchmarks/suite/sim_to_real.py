@@ -10,7 +10,8 @@ Parts (``--parts``, comma-separated; default all):
   stopper's difference with its CI, the mean absolute difference and Spearman's rho
   (targets <= 0.15 and >= 0.85) -> ``check.md``;
 * ``oos``: out of sample, on ``english_rlhf_b64`` (72 new runs, eval batch 64), the panel
-  built on the twin set to that recipe -> ``out_of_sample.md``;
+  built on the twin set to that recipe -> ``out_of_sample.md``; ``--oos-corpus
+  english_rlhf_s2 --oos-batch 32`` checks the 72 runs of the fitted recipe on new seeds;
 * ``diagnosis``: the 1x panel on the ladder of environments between ``grounded-0.05`` and
   the real runs, one factor changed at a time -> ``diagnosis.md``;
 * ``break-even``: from the check and out-of-sample rows, at each price and eval batch, the
@@ -32,12 +33,14 @@ from pathlib import Path
 from evalstop_experiments.sim_to_real import TEST_SEEDS, check_markdown, run_check
 from evalstop_experiments.sim_to_real_diagnosis import diagnose, diagnosis_markdown, variants
 from evalstop_experiments.sim_to_real_recipe import (
+    OOS_CORPUS,
     OOS_EVAL_BATCH,
     break_even,
     break_even_markdown,
     out_of_sample,
 )
 from evalstop_gym import ConfigError
+from evalstop_gym.corpus.packaged import DATA_DIR
 
 PARTS = ("check", "oos", "diagnosis", "break-even")
 
@@ -59,12 +62,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", default=",".join(PARTS), help=f"some of {','.join(PARTS)}")
     ap.add_argument("--prices", default="0.5,1,2", help="price factors of the check")
     ap.add_argument("--map-prices", default="0.5,1,2,4,8", help="price factors of the map")
+    ap.add_argument("--oos-corpus", default=OOS_CORPUS, help="packaged corpus of the oos part")
+    ap.add_argument("--oos-batch", type=int, default=OOS_EVAL_BATCH, help="its eval batch")
     args = ap.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
     bad = [p for p in parts if p not in PARTS]
     if bad or not parts:
         raise ConfigError("--parts", args.parts, f"comma-separated names from {list(PARTS)}")
     prices, map_prices = _prices(args.prices), _prices(args.map_prices)
+    if args.oos_batch < 1:
+        raise ConfigError("--oos-batch", args.oos_batch, "a whole number of completions >= 1")
+    shipped = sorted(p.stem for p in DATA_DIR.glob("english_rlhf*.jsonl"))
+    if args.oos_corpus not in shipped:
+        raise ConfigError("--oos-corpus", args.oos_corpus, f"a shipped English corpus: {shipped}")
+    if "break-even" in parts and args.oos_batch == 32:
+        raise ConfigError("--oos-batch", 32, "another batch than the check's 32 with break-even")
     out = Path(args.out)
     done = [
         n
@@ -89,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"wrote {out / 'check.md'}")
     if "oos" in parts or "break-even" in parts:
         oos_prices = sorted(set(prices) | (set(map_prices) if "break-even" in parts else set()))
-        oos = out_of_sample(out, oos_prices, progress=say)
+        oos = out_of_sample(
+            out, oos_prices, eval_batch=args.oos_batch, corpus=args.oos_corpus, progress=say
+        )
         (out / "out_of_sample.md").write_text(
             check_markdown([r for r in oos if r.price_factor in prices]) + "\n", encoding="utf-8"
         )
@@ -98,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = break_even(
             {
                 32: [r for r in rows if r.price_factor in map_prices],
-                OOS_EVAL_BATCH: [r for r in oos if r.price_factor in map_prices],
+                args.oos_batch: [r for r in oos if r.price_factor in map_prices],
             }
         )
         (out / "break_even.md").write_text(break_even_markdown(cells) + "\n", encoding="utf-8")

@@ -29,7 +29,12 @@ def script(monkeypatch):
         ]
 
     monkeypatch.setattr(mod, "run_check", lambda prices, seeds, progress=None: (rows(prices), {}))
-    monkeypatch.setattr(mod, "out_of_sample", lambda out, prices, progress=None: rows(prices))
+    def oos(out, prices, progress=None, **recipe):
+        mod.asked.append(recipe)
+        return rows(prices)
+
+    mod.asked = []
+    monkeypatch.setattr(mod, "out_of_sample", oos)
     return mod
 
 
@@ -44,6 +49,21 @@ def test_check_oos_and_the_map_write_their_tables(script, tmp_path) -> None:
     assert header == "| eval batch | 0.5x | 1x | 2x | 4x | 8x |"
     data = json.loads((tmp_path / "rows.json").read_text(encoding="utf-8"))
     assert {r["price_factor"] for r in data["check"]} == {0.5, 1.0, 2.0, 4.0, 8.0}
+    assert script.asked == [{"eval_batch": 64, "corpus": "english_rlhf_b64"}]
+
+
+def test_the_out_of_sample_corpus_and_its_batch_are_chosen(script, tmp_path) -> None:
+    flags = ["--parts", "oos", "--oos-corpus", "english_rlhf", "--oos-batch", "32"]
+    assert script.main(["--out", str(tmp_path), *flags]) == 0
+    assert script.asked == [{"eval_batch": 32, "corpus": "english_rlhf"}]
+    for bad, match in (
+        (["--oos-corpus", "trl_gao"], "a shipped English corpus"),
+        (["--oos-batch", "0"], "--oos-batch=0"),
+        (["--oos-batch", "32"], "another batch than the check's 32"),  # with break-even
+    ):
+        with pytest.raises(ConfigError, match=match):
+            script.main(["--out", str(tmp_path / "new"), *bad])
+    assert not (tmp_path / "new").exists()  # refused before any work
 
 
 def test_a_finished_table_and_bad_flags_are_refused(script, tmp_path) -> None:
