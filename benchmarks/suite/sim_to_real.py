@@ -15,7 +15,10 @@ Parts (``--parts``, comma-separated; default all):
 * ``diagnosis``: the 1x panel on the ladder of environments between ``grounded-0.05`` and
   the real runs, one factor changed at a time -> ``diagnosis.md``;
 * ``break-even``: from the check and out-of-sample rows, at each price and eval batch, the
-  stopper best on the twin and whether it pays on the real runs -> ``break_even.md``.
+  stopper best on the twin and whether it pays on the real runs -> ``break_even.md``;
+* ``trainers``: at 1x, the fitted corpus's test runs and each ``--trainer-corpora`` corpus
+  (``NAME:EVAL_BATCH``), scored on all runs and on each trainer's alone -> ``by_trainer.md``
+  (not in the default: name it).
 
 The real runs' scores are never used to build or choose a stopper.  Test seeds 100-129.
 A finished table in ``--out`` is never overwritten: choose a new folder.
@@ -39,10 +42,12 @@ from evalstop_experiments.sim_to_real_recipe import (
     break_even_markdown,
     out_of_sample,
 )
+from evalstop_experiments.sim_to_real_trainers import by_trainer, by_trainer_markdown
 from evalstop_gym import ConfigError
 from evalstop_gym.corpus.packaged import DATA_DIR
 
 PARTS = ("check", "oos", "diagnosis", "break-even")
+EXTRA_PARTS = ("trainers",)
 
 
 def _prices(text: str) -> tuple[float, ...]:
@@ -55,6 +60,19 @@ def _prices(text: str) -> tuple[float, ...]:
     return out
 
 
+def _corpora(text: str, shipped: list[str]) -> list[tuple[str, int]]:
+    """``NAME:EVAL_BATCH,...`` as (shipped English corpus, eval batch >= 1) pairs."""
+    out = []
+    for item in text.split(","):
+        name, _, batch = item.partition(":")
+        if name not in shipped or not batch.isdigit() or int(batch) < 1:
+            raise ConfigError(
+                "--trainer-corpora", text, f"NAME:EVAL_BATCH,... with NAME one of {shipped}"
+            )
+        out.append((name, int(batch)))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the chosen parts and write their tables into ``--out``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -64,11 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--map-prices", default="0.5,1,2,4,8", help="price factors of the map")
     ap.add_argument("--oos-corpus", default=OOS_CORPUS, help="packaged corpus of the oos part")
     ap.add_argument("--oos-batch", type=int, default=OOS_EVAL_BATCH, help="its eval batch")
+    ap.add_argument(
+        "--trainer-corpora",
+        default=f"{OOS_CORPUS}:{OOS_EVAL_BATCH}",
+        help="NAME:EVAL_BATCH,... of the trainers part",
+    )
     args = ap.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
-    bad = [p for p in parts if p not in PARTS]
+    bad = [p for p in parts if p not in PARTS + EXTRA_PARTS]
     if bad or not parts:
-        raise ConfigError("--parts", args.parts, f"comma-separated names from {list(PARTS)}")
+        raise ConfigError(
+            "--parts", args.parts, f"comma-separated names from {list(PARTS + EXTRA_PARTS)}"
+        )
     prices, map_prices = _prices(args.prices), _prices(args.map_prices)
     if args.oos_batch < 1:
         raise ConfigError("--oos-batch", args.oos_batch, "a whole number of completions >= 1")
@@ -77,10 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError("--oos-corpus", args.oos_corpus, f"a shipped English corpus: {shipped}")
     if "break-even" in parts and args.oos_batch == 32:
         raise ConfigError("--oos-batch", 32, "another batch than the check's 32 with break-even")
+    trainer_corpora = _corpora(args.trainer_corpora, shipped)
     out = Path(args.out)
     done = [
         n
-        for n in ("check.md", "out_of_sample.md", "diagnosis.md", "break_even.md")
+        for n in ("check.md", "out_of_sample.md", "diagnosis.md", "break_even.md", "by_trainer.md")
         if (out / n).exists()
     ]
     if done:
@@ -128,7 +154,13 @@ def main(argv: list[str] | None = None) -> int:
             diagnosis_markdown(scores, ladder) + "\n", encoding="utf-8"
         )
         say(f"wrote {out / 'diagnosis.md'}")
-    data = {k: [asdict(r) for r in v] for k, v in (("check", rows), ("oos", oos)) if v}
+    trainers = None
+    if "trainers" in parts:
+        trainers = by_trainer(out, trainer_corpora, progress=say)
+        (out / "by_trainer.md").write_text(by_trainer_markdown(trainers) + "\n", encoding="utf-8")
+        say(f"wrote {out / 'by_trainer.md'}")
+    found = (("check", rows), ("oos", oos), ("trainers", trainers))
+    data = {k: [asdict(r) for r in v] for k, v in found if v}
     (out / "rows.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return 0
 

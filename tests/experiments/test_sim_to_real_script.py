@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalstop_experiments.sim_to_real import CheckRow, SideScore
+from evalstop_experiments.sim_to_real_trainers import TRAINERS, TrainerRow
 from evalstop_gym import ConfigError
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "suite" / "sim_to_real.py"
@@ -29,12 +30,24 @@ def script(monkeypatch):
         ]
 
     monkeypatch.setattr(mod, "run_check", lambda prices, seeds, progress=None: (rows(prices), {}))
+
     def oos(out, prices, progress=None, **recipe):
         mod.asked.append(recipe)
         return rows(prices)
 
+    def trainers(out, corpora, progress=None):
+        mod.asked.append({"trainers": corpora})
+        s = SideScore(0.1, 0.0, 0.2)
+        real = {k: SideScore(0.3, 0.2, 0.4) for k in ("all", *TRAINERS)}
+        return [
+            TrainerRow(c, n, s, real)
+            for c, _ in [("english_rlhf (test runs)", 0), *corpora]
+            for n in "ab"
+        ]
+
     mod.asked = []
     monkeypatch.setattr(mod, "out_of_sample", oos)
+    monkeypatch.setattr(mod, "by_trainer", trainers)
     return mod
 
 
@@ -74,3 +87,18 @@ def test_a_finished_table_and_bad_flags_are_refused(script, tmp_path) -> None:
     for flags in (["--parts", "bogus"], ["--parts", ""], ["--prices", "0"], ["--prices", "x"]):
         with pytest.raises(ConfigError):
             script.main(["--out", str(tmp_path / "new"), *flags])
+
+
+def test_the_trainers_part_is_named_and_writes_its_table(script, tmp_path) -> None:
+    assert "trainers" not in script.PARTS  # not in the default parts: named only
+    flags = ["--parts", "trainers", "--trainer-corpora", "english_rlhf_b64:64,english_rlhf:32"]
+    assert script.main(["--out", str(tmp_path / "t"), *flags]) == 0
+    assert script.asked[-1] == {"trainers": [("english_rlhf_b64", 64), ("english_rlhf", 32)]}
+    table = (tmp_path / "t" / "by_trainer.md").read_text(encoding="utf-8")
+    assert "| a | 0.10 | 0.30 | 0.30 | 0.30 | 0.30 |" in table
+    assert table.count("| mean abs diff | | 0.20 | 0.20 | 0.20 | 0.20 |") == 3
+    for bad in ("english_rlhf_b64", "trl_gao:32", "english_rlhf:0", "english_rlhf:x"):
+        with pytest.raises(ConfigError, match="--trainer-corpora"):
+            script.main(
+                ["--out", str(tmp_path / "new"), "--parts", "trainers", "--trainer-corpora", bad]
+            )
