@@ -148,3 +148,17 @@ def test_the_out_of_sample_corpus_is_new_runs_of_the_changed_recipe() -> None:
         return float(np.median([t.meta["eval_noise_sd"] for t in ts if t.meta["eval_noise_sd"]]))
 
     assert 0.6 < med(oos) / med(fitted) < 0.8
+
+
+def test_the_second_out_of_sample_corpus_is_the_fitted_recipe_on_new_seeds() -> None:
+    new, fitted = load_corpus("english_rlhf_s2"), load_corpus("english_rlhf")
+    assert len(new) == sidecar("english_rlhf_s2")["runs"] == 72
+    assert {t.meta["eval_batch"] for t in new} == {32}
+    seeds = {t.meta["seed"] for t in new}
+    assert not seeds & {t.meta["seed"] for t in fitted}
+    assert not seeds & {t.meta["seed"] for t in load_corpus("english_rlhf_b64")}
+    assert {t.meta["trainer"] for t in new} == {"grpo", "rloo", "online_dpo"}
+    recipe = ("steps", "eval_every", "lr", "prompts_per_step", "num_generations", "gold_batch")
+    assert {tuple(t.meta[k] for k in recipe) for t in new} == {
+        tuple(t.meta[k] for k in recipe) for t in fitted
+    }
