@@ -12,6 +12,7 @@ No stopper is run: a regime is fitted against real runs, never against scores.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -364,11 +365,24 @@ def prior_base(kw: dict[str, Any]) -> str:
 
     The regime fitted to their corpus (:data:`FITTED_REGIMES`, by the JSONL's name: the
     English runs keep ``grounded``'s family, whose healthy runs may still gain late), else
-    ``hard``.
+    ``hard``.  A twin's runs under another name (the twin set to another recipe, written
+    to a file of its own) keep the family of the corpus they model (their
+    ``meta["twin_of"]``): by its name alone the twin at eval batch 64 took ``hard``'s.
     """
     curves = kw.get("curves")
     name = os.path.splitext(os.path.basename(str(curves)))[0] if curves else ""
-    return FITTED_REGIMES.get(name, "hard")
+    if name in FITTED_REGIMES or not curves or not os.path.isfile(str(curves)):
+        return FITTED_REGIMES.get(name, "hard")
+    with open(str(curves), encoding="utf-8") as f:
+        first = f.readline()
+    try:
+        meta = json.loads(first).get("meta") or {}
+    except (ValueError, AttributeError):
+        return "hard"  # not a trace line: the corpus's own reader says why, where it is read
+    modelled = (
+        str(meta.get("twin_of", "")).partition(":")[0] if meta.get("source") == "twin" else ""
+    )
+    return FITTED_REGIMES.get(modelled, "hard")
 
 
 def fit_prior_on_task(kw: dict[str, Any], seeds: Any, base: str | None = None) -> Any:

@@ -402,3 +402,21 @@ def test_bayes_probes_a_run_the_open_loop_look_ahead_would_stop_at_its_second_ev
     assert not bayes.decide(RLHF, first)
     bayes._families[RLHF] = replace(bayes._families[RLHF], probe=False)
     assert bayes.decide(RLHF, first)
+
+
+def test_a_twin_written_under_another_name_keeps_the_family_of_the_runs_it_models(tmp_path) -> None:
+    """The twin set to eval batch 64 was written as english_twin_b64.jsonl, and its refitted
+    Bayes took ``hard``'s family by that name, not the English runs' ``grounded``."""
+    pytest.importorskip("scipy")
+    from evalstop_experiments.regime_fit import prior_base
+    from evalstop_gym.corpus.packaged import corpus_path
+
+    twin = corpus_path("english_twin").read_text(encoding="utf-8").splitlines(keepends=True)
+    renamed = tmp_path / "english_twin_b64.jsonl"
+    renamed.write_text("".join(twin[:40]), encoding="utf-8")
+    assert prior_base({"curves": str(renamed)}) == "grounded"
+    other = tmp_path / "mine.jsonl"
+    other.write_text(corpus_path("trl_gao").read_text(encoding="utf-8"), encoding="utf-8")
+    assert prior_base({"curves": str(other)}) == "hard"
+    (tmp_path / "bad.jsonl").write_text("not json\n", encoding="utf-8")
+    assert prior_base({"curves": str(tmp_path / "bad.jsonl")}) == "hard"
