@@ -8,6 +8,7 @@ the regime criterion's statistics (:func:`evalstop_gym.corpus.analysis.curve_sta
 95 % bootstrap intervals over runs) of both real corpora and of the synthetic regimes.
 
     python benchmarks/research/english_corpus_report.py [--runs OUT/runs] [--corpus english_rlhf]
+        [--side train|test]   # one side of the corpus's fixed split only
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from evalstop_experiments.regime_fit import regime_statistics, task_hack_fractio
 from evalstop_gym.corpus import CurveTrace
 from evalstop_gym.corpus.analysis import CRITERION_STATS, bootstrap_statistics, corpus_curves
 from evalstop_gym.corpus.packaged import load_corpus
+from evalstop_gym.corpus.split import select, split_runs
 
 TRAINER_NAMES = {"grpo": "GRPO", "rloo": "RLOO", "online_dpo": "online DPO", "dpo": "online DPO"}
 
@@ -112,14 +114,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--corpus", default="english_rlhf", help="a packaged corpus name")
     ap.add_argument("--runs", default=None, help="the generation's OUT/runs (for CPU per run)")
     ap.add_argument("--regimes", default="hard,grounded", help="synthetic regimes beside it")
+    ap.add_argument("--side", choices=("train", "test"), help="one side of the fixed split")
     args = ap.parse_args(argv)
     traces = load_corpus(args.corpus)
+    if args.side:
+        traces = select(traces, split_runs(traces), args.side)
     ok = label_tables(traces)
     noise_table(traces)
     if args.runs:
         cpu_table(Path(args.runs))
     statistics_table(
-        {args.corpus: traces, "trl_gao": load_corpus("trl_gao")},
+        {
+            args.corpus + (f" {args.side}" if args.side else ""): traces,
+            "trl_gao": load_corpus("trl_gao"),
+        },
         [r for r in args.regimes.split(",") if r],
     )
     return 0 if ok else 1
