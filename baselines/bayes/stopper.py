@@ -137,7 +137,7 @@ class BayesStopper(Shortcut):
         self._first_draws = np.sort(self._noise[0])
         #: The share of those draws above the c-th lowest, c = 0 .. FUTURES.
         self._beat_share = (FUTURES - np.arange(FUTURES + 1)) / FUTURES
-        self._tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._tables: dict[int, np.ndarray] = {}
         self._tiles: dict[int, np.ndarray] = {}
         self.deliver_best = deliver == "best"
         # The shortcut is a prefix of this class's look-ahead; a subclass that replaces the
@@ -438,15 +438,12 @@ class BayesStopper(Shortcut):
         every future checkpoint, with the tabled run's draws.
         """
         h = mean.shape[0]
-        if noise is None:  # a tabled run: its constant arrays, built once per size
+        if noise is None:  # a tabled run: its draws laid out once per size
             f = self.k - n
-            noise, pick, column = self._future_tables(h)
-            noise, pick = noise[:f], pick[:f]
-        else:  # the same arrays as views, for this decision's future points
+            noise = self._future_draws(h)[:f]
+        else:  # the same layout as a view, for this decision's future points
             f = noise.shape[0]
             noise = noise[:, :, None]
-            column = np.arange(h)[:, None]
-            pick = (np.arange(1, f + 1)[:, None] * h + column.T)[:, :, None]  # (f, h, 1)
         mu = mean[:, n:].T  # (f, h)
         # Laid out (future eval j, draw s, hypothesis): every step below is one call over
         # contiguous blocks; the floats are those of a loop over j on (h, FUTURES) blocks.
@@ -455,19 +452,20 @@ class BayesStopper(Shortcut):
         best[0] = y_best
         for j in range(1, f):
             np.maximum(best[j - 1], y[j - 1], out=best[j])
-        # The delivered checkpoint after future eval j: the last one that beat every
-        # earlier eval strictly (ties keep the earlier), as a flat index into scores;
-        # laid out (j, hypothesis, s), so that the gather below is contiguous and the
-        # sum over the draws runs over rows of FUTURES, in the order (and with the
-        # rounding) of ``q.sum(axis=1)`` on a (hypotheses, FUTURES) block.
+        # The delivered score after future eval j: that of the last eval that beat every
+        # earlier one strictly (ties keep the earlier), so future eval j's mean where it
+        # beats them and else the score delivered after eval j - 1 (checkpoint b's before
+        # the first).  Laid out (j, hypothesis, s), so that the sum over the draws runs over
+        # rows of FUTURES, in the order (and with the rounding) of ``q.sum(axis=1)`` on a
+        # (hypotheses, FUTURES) block.  Values are copied, never computed: the bits of the
+        # gather by "the latest index that beat" this replaces (6x the time).
         better = np.greater(y.transpose(0, 2, 1), best.transpose(0, 2, 1))
-        at = np.where(better, pick, column)
+        q = np.empty((f, h, FUTURES))
+        q[0] = mean[:, b, None]
+        np.copyto(q[0], mu[0][:, None], where=better[0])
         for j in range(1, f):
-            np.maximum(at[j - 1], at[j], out=at[j])
-        scores = np.empty((f + 1, h))
-        scores[0] = mean[:, b]
-        scores[1:] = mu
-        q = scores.ravel().take(at)
+            np.copyto(q[j], q[j - 1])
+            np.copyto(q[j], mu[j][:, None], where=better[j])
         if not self.deliver_best:
             q[-1] = mean[:, -1, None]  # a completed job delivers its final checkpoint
         return q, y
@@ -498,27 +496,14 @@ class BayesStopper(Shortcut):
             tiles = self._tiles[h] = np.tile(self._noise[:SHORTCUT_STEPS], h)
         return tiles
 
-    def _future_tables(self, h: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The look-ahead's constant arrays for ``h`` hypotheses, built once per size.
-
-        The draws laid out (K, FUTURES, h); each future eval's flat index into the
-        (checkpoint, hypothesis) score table, laid out (K, h, FUTURES); and the
-        index of checkpoint b's row of each hypothesis, (h, 1).
-        """
-        tables = self._tables.get(h)
-        if tables is None:
-            noise = np.ascontiguousarray(
+    def _future_draws(self, h: int) -> np.ndarray:
+        """The look-ahead's draws for ``h`` hypotheses laid out (K, FUTURES, h), built once per size."""
+        draws = self._tables.get(h)
+        if draws is None:
+            draws = self._tables[h] = np.ascontiguousarray(
                 np.broadcast_to(self._noise[:, :, None], (self.k, FUTURES, h))
             )
-            column = np.arange(h)[:, None]
-            pick = np.ascontiguousarray(
-                np.broadcast_to(
-                    (np.arange(1, self.k + 1)[:, None, None] * h + column),
-                    (self.k, h, FUTURES),
-                )
-            )
-            tables = self._tables[h] = (noise, pick, column)
-        return tables
+        return draws
 
     def act(self, obs: Obs) -> int:
         """0 continue, 1 stop, from the env's observation (needs ``eval_window = K``)."""
