@@ -191,13 +191,9 @@ class Moments:
         quad = (einsum("hn,hn->h", r, r) - einsum("hd,hd->h", u, v)) / self.var
         return normalised(self.log_w - 0.5 * (logdet + quad)), v
 
-    def means(self, v: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Posterior mean curves (h, K) of the hypotheses ``rows`` (None: all), shifts ``v``."""
-        if rows is None:
-            return self.base + einsum("hkd,hd->hk", self.phi, v)
-        return self.base.take(rows, axis=0) + einsum(
-            "hkd,hd->hk", self.phi.take(rows, axis=0), v.take(rows, axis=0)
-        )
+    def means(self, v: np.ndarray) -> np.ndarray:
+        """Posterior mean curves (H, K) of every hypothesis, given their shifts ``v``."""
+        return self.base + einsum("hkd,hd->hk", self.phi, v)
 
     def at(self, v: np.ndarray, rows: np.ndarray | None, cols: np.ndarray) -> np.ndarray:
         """Posterior means (h, c) of the hypotheses ``rows`` (None: all) at checkpoints ``cols``.

@@ -137,7 +137,7 @@ class BayesStopper(Shortcut):
         self._first_draws = np.sort(self._noise[0])
         #: The share of those draws above the c-th lowest, c = 0 .. FUTURES.
         self._beat_share = (FUTURES - np.arange(FUTURES + 1)) / FUTURES
-        self._tables: dict[int, np.ndarray] = {}
+        self._draws: dict[int, np.ndarray] = {}
         self._tiles: dict[int, np.ndarray] = {}
         self.deliver_best = deliver == "best"
         # The shortcut is a prefix of this class's look-ahead; a subclass that replaces the
@@ -157,8 +157,13 @@ class BayesStopper(Shortcut):
         self._families = fams
         # A run of at most TABLED_CHECKPOINTS: every prefix's posterior maps, built now;
         # a longer one: its posterior from sufficient statistics at each decision.
-        self._prefix = {t: prefixes(f, var) for t, f in fams.items()} if tabled else {}
-        self._moments = {} if tabled else {t: Moments(f, var) for t, f in fams.items()}
+        # Built once per family: the job types other than RLHF share one.
+        built: dict[int, Any] = {}
+        for f in fams.values():
+            if id(f) not in built:
+                built[id(f)] = prefixes(f, var) if tabled else Moments(f, var)
+        self._prefix = {t: built[id(f)] for t, f in fams.items()} if tabled else {}
+        self._moments = {} if tabled else {t: built[id(f)] for t, f in fams.items()}
         self._step_cost = {
             t: gpu_hour_price * prof.mean_gpu_hours() / self.k for t, prof in enumerate(wl.profiles)
         }
@@ -498,9 +503,9 @@ class BayesStopper(Shortcut):
 
     def _future_draws(self, h: int) -> np.ndarray:
         """The look-ahead's draws for ``h`` hypotheses laid out (K, FUTURES, h), built once per size."""
-        draws = self._tables.get(h)
+        draws = self._draws.get(h)
         if draws is None:
-            draws = self._tables[h] = np.ascontiguousarray(
+            draws = self._draws[h] = np.ascontiguousarray(
                 np.broadcast_to(self._noise[:, :, None], (self.k, FUTURES, h))
             )
         return draws
