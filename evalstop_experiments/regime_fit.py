@@ -12,9 +12,9 @@ No stopper is run: a regime is fitted against real runs, never against scores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ from evalstop_gym.corpus.analysis import (
     curve_statistics,
     late_rise_statistics,
 )
-from evalstop_gym.corpus.format import read_traces
+from evalstop_gym.corpus.format import CurveTraceError, json_lines, read_traces
 from evalstop_gym.corpus.packaged import DATA_DIR, ENGLISH_CORPUS, TRL_CORPUS, corpus_path
 from evalstop_gym.errors import ConfigError
 from evalstop_gym.sim.calibration import CALIBRATIONS, get_calibration
@@ -371,18 +371,16 @@ def prior_base(kw: dict[str, Any]) -> str:
     """
     curves = kw.get("curves")
     name = os.path.splitext(os.path.basename(str(curves)))[0] if curves else ""
-    if name in FITTED_REGIMES or not curves or not os.path.isfile(str(curves)):
+    if name in FITTED_REGIMES or not curves:
         return FITTED_REGIMES.get(name, "hard")
-    with open(str(curves), encoding="utf-8") as f:
-        first = f.readline()
     try:
-        meta = json.loads(first).get("meta") or {}
-    except (ValueError, AttributeError):
-        return "hard"  # not a trace line: the corpus's own reader says why, where it is read
-    modelled = (
-        str(meta.get("twin_of", "")).partition(":")[0] if meta.get("source") == "twin" else ""
-    )
-    return FITTED_REGIMES.get(modelled, "hard")
+        _, first = next(json_lines(Path(str(curves))), (0, {}))
+    except CurveTraceError:
+        return "hard"  # not a trace file: the corpus's own reader says why, where it is read
+    meta = first.get("meta")
+    if not isinstance(meta, dict) or meta.get("source") != "twin":
+        return "hard"
+    return FITTED_REGIMES.get(str(meta.get("twin_of", "")).partition(":")[0], "hard")
 
 
 def fit_prior_on_task(kw: dict[str, Any], seeds: Any, base: str | None = None) -> Any:
