@@ -3,8 +3,8 @@
     python benchmarks/speed/bench_long_replay.py [--evals 2000] [--reps 3]
 
 Writes a ``trainer_state.json`` of ``--evals`` evaluations (an eval that rises to its peak
-at 40 % of the run and falls, with noise: the log of
-``tests/experiments/test_replay.py``) to a temporary folder, then replays it with each
+at 40 % of the run and falls, with noise; ``tests/experiments/test_replay.py`` replays the
+same log) to a temporary folder, then replays it with each
 policy in a fresh process, ``--reps`` times in alternating order, and prints each one's
 whole-process CPU seconds (user + system, min and median) and peak RSS (max), read from
 the child's own resource usage (``os.wait4``).  The reference is EvalStop(2) in the same

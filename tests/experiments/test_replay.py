@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from evalstop_gym.errors import ConfigError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "curves"
 DPO_NOISY = DATA / "trl" / "dpo_noisy" / "trainer_state.json"
+LONG_REPLAY = Path(__file__).resolve().parents[2] / "benchmarks" / "speed" / "bench_long_replay.py"
 DPO_CLEAN = DATA / "trl" / "dpo_clean"  # a folder holding trainer_state.json
 GRPO = DATA / "trl" / "grpo" / "trainer_state.json"
 
@@ -287,16 +289,15 @@ def test_a_bad_cell_is_shown_as_the_file_has_it(row, shown, tmp_path, capsys) ->
 
 
 def _long_log(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    """A 2,000-eval trainer_state.json whose eval peaks at eval 800 and falls, and its evals."""
-    i = np.arange(1, 2001)
-    gold = 0.3 + 0.5 * np.minimum(i / 800, 1) - 0.4 * np.maximum(i - 800, 0) / 1200
-    evals = gold + 0.02 * np.random.default_rng(0).standard_normal(len(i))
-    history = []
-    for step, e in zip(10 * i, evals, strict=True):
-        history += [{"step": int(step), "loss": 10.0 / step}, {"step": int(step), "eval_reward": e}]
+    """The 2,000-eval trainer_state.json of benchmarks/speed/bench_long_replay.py (its eval
+    peaks at eval 800 and falls), and its evals."""
+    spec = importlib.util.spec_from_file_location("bench_long_replay", LONG_REPLAY)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
     log = tmp_path / "trainer_state.json"
-    log.write_text(json.dumps({"global_step": 20000, "log_history": history}))
-    return log, evals
+    bench.write_log(log, 2000)
+    history = json.loads(log.read_text())["log_history"]
+    return log, np.array([e["eval_reward"] for e in history if "eval_reward" in e])
 
 
 def test_bayes_replays_a_run_longer_than_its_tables(tmp_path, capsys) -> None:

@@ -119,9 +119,10 @@ def test_moments_give_the_tabled_posterior(key, n, level, slope, seed) -> None:
     var = stopper.sigma**2 + MODEL_JITTER**2
     for job_type, fam in stopper._families.items():
         pre = stopper._prefix[job_type][n]
-        w, v = Moments(fam, var).coefficients(y)
+        moments = Moments(fam, var)
+        w, v = moments.coefficients(y)
         np.testing.assert_allclose(w, tabled_weights(pre, y), rtol=0, atol=1e-9)
-        mean = Moments(fam, var).means(v)
+        mean = moments.means(v)
         np.testing.assert_allclose(mean, tabled_means(pre, y), rtol=0, atol=1e-8)
 
 
@@ -157,7 +158,7 @@ def test_runs_within_the_exact_look_ahead_weigh_every_checkpoint() -> None:
     assert all(stopper._future_ends(n) is None for n in range(1, EXACT_LOOKAHEAD))
 
 
-def _prefixes(stopper: BayesStopper, sim_cfg: SimConfig, every: int) -> list:
+def _prefixes(sim_cfg: SimConfig, every: int) -> list:
     """(job type, evals) of every ``every``-th checkpoint of seed 0's jobs, run to the end."""
     seen: list = []
 
@@ -176,7 +177,7 @@ def _prefixes(stopper: BayesStopper, sim_cfg: SimConfig, every: int) -> list:
 def test_the_blocked_look_ahead_takes_the_exact_decision_on_long_runs(name) -> None:
     noise = 0.12 if name == "hard" else 0.05
     stopper, sim_cfg = long_case(name, noise, 400, "best", 1.0)
-    seen = _prefixes(stopper, replace(sim_cfg, n_jobs=6), every=9)
+    seen = _prefixes(replace(sim_cfg, n_jobs=6), every=9)
     exact = BayesStopper.__new__(BayesStopper)
     exact.__dict__.update(stopper.__dict__)
     exact._future_ends = lambda n: None  # every future checkpoint weighed
