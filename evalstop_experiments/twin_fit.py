@@ -62,12 +62,14 @@ def train_runs(corpus: str = ENGLISH_CORPUS) -> list[CurveTrace]:
     return [t for t in traces if t.run_id in train]
 
 
-def fit_english_twin(
-    bandwidths: Sequence[float] = BANDWIDTHS, n_runs: int = TWIN_RUNS, seed: int = TWIN_SEED
+def choose_bandwidth(
+    runs: Sequence[CurveTrace],
+    model: TwinModel,
+    bandwidths: Sequence[float] = BANDWIDTHS,
+    n_runs: int = TWIN_RUNS,
+    seed: int = TWIN_SEED,
 ) -> TwinFit:
-    """Fit the twin on the English train runs and choose its bandwidth by the criterion."""
-    runs = train_runs()
-    model = fit_twin(runs, f"{ENGLISH_CORPUS}:train")
+    """The criterion on ``model`` fitted on ``runs``: the largest bandwidth that passes it."""
     g, x = corpus_curves(runs)
     interval = bootstrap_statistics(g, x)
     rows, chosen = [], None
@@ -84,6 +86,15 @@ def fit_english_twin(
             chosen = h
             break
     return TwinFit(model, chosen, tuple(rows))
+
+
+def fit_english_twin(
+    bandwidths: Sequence[float] = BANDWIDTHS, n_runs: int = TWIN_RUNS, seed: int = TWIN_SEED
+) -> TwinFit:
+    """Fit the twin on the English train runs and choose its bandwidth by the criterion."""
+    runs = train_runs()
+    model = fit_twin(runs, f"{ENGLISH_CORPUS}:train")
+    return choose_bandwidth(runs, model, bandwidths, n_runs, seed)
 
 
 def ship_twin(out_dir: str | Path = DATA_DIR) -> tuple[Path, TwinFit]:
@@ -106,10 +117,11 @@ def ship_twin(out_dir: str | Path = DATA_DIR) -> tuple[Path, TwinFit]:
     return dest, fit
 
 
-def criterion_markdown(fit: TwinFit) -> str:
-    """The criterion's table: each statistic's train value and interval beside the twin's."""
+def criterion_markdown(fit: TwinFit, fitted: str = "train runs") -> str:
+    """The criterion's table: each statistic's value on the ``fitted`` runs and its interval
+    beside the twin's."""
     lines = [
-        "| bandwidth | statistic | train runs [95 % CI] | twin | inside |",
+        f"| bandwidth | statistic | {fitted} [95 % CI] | twin | inside |",
         "|---|---|---|---|---|",
     ]
     for h, k, v, lo, hi, t, inside in fit.table:

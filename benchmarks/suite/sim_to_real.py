@@ -18,7 +18,10 @@ Parts (``--parts``, comma-separated; default all):
   stopper best on the twin and whether it pays on the real runs -> ``break_even.md``;
 * ``trainers``: at 1x, the fitted corpus's test runs and each ``--trainer-corpora`` corpus
   (``NAME:EVAL_BATCH``), scored on all runs and on each trainer's alone -> ``by_trainer.md``
-  (not in the default: name it).
+  (not in the default: name it);
+* ``pool``: the pooled twin (fitted on every English corpus but the one it predicts, by
+  trainer, set to the target's eval batch and trainer mix), its ``--pool-checks`` (some of
+  heldout, loo-b64, loo-s2, s3) -> ``pool.md`` (not in the default: name it).
 
 The real runs' scores are never used to build or choose a stopper.  Test seeds 100-129.
 A finished table in ``--out`` is never overwritten: choose a new folder.
@@ -35,6 +38,7 @@ from pathlib import Path
 
 from evalstop_experiments.sim_to_real import TEST_SEEDS, check_markdown, run_check
 from evalstop_experiments.sim_to_real_diagnosis import diagnose, diagnosis_markdown, variants
+from evalstop_experiments.sim_to_real_pool import POOL_CHECKS, run_pool_check
 from evalstop_experiments.sim_to_real_recipe import (
     OOS_CORPUS,
     OOS_EVAL_BATCH,
@@ -47,7 +51,7 @@ from evalstop_gym import ConfigError
 from evalstop_gym.corpus.packaged import DATA_DIR
 
 PARTS = ("check", "oos", "diagnosis", "break-even")
-EXTRA_PARTS = ("trainers",)
+EXTRA_PARTS = ("trainers", "pool")
 
 
 def _prices(text: str) -> tuple[float, ...]:
@@ -87,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         default=f"{OOS_CORPUS}:{OOS_EVAL_BATCH}",
         help="NAME:EVAL_BATCH,... of the trainers part",
     )
+    ap.add_argument(
+        "--pool-checks", default=",".join(POOL_CHECKS), help=f"some of {','.join(POOL_CHECKS)}"
+    )
     args = ap.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
     bad = [p for p in parts if p not in PARTS + EXTRA_PARTS]
@@ -103,12 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     if "break-even" in parts and args.oos_batch == 32:
         raise ConfigError("--oos-batch", 32, "another batch than the check's 32 with break-even")
     trainer_corpora = _corpora(args.trainer_corpora, shipped)
+    pool_checks = [c for c in args.pool_checks.split(",") if c]
+    if not pool_checks or any(c not in POOL_CHECKS for c in pool_checks):
+        raise ConfigError("--pool-checks", args.pool_checks, f"some of {list(POOL_CHECKS)}")
+    for c in pool_checks if "pool" in parts else ():
+        target = POOL_CHECKS[c].target
+        if target is not None and target not in shipped:
+            raise ConfigError("--pool-checks", c, f"a check whose corpus ships ({target} does not)")
     out = Path(args.out)
-    done = [
-        n
-        for n in ("check.md", "out_of_sample.md", "diagnosis.md", "break_even.md", "by_trainer.md")
-        if (out / n).exists()
-    ]
+    tables = ("check.md", "out_of_sample.md", "diagnosis.md", "break_even.md", "by_trainer.md")
+    done = [n for n in (*tables, "pool.md") if (out / n).exists()]
     if done:
         raise ConfigError("--out", str(out), f"a folder without finished tables (it has {done})")
     out.mkdir(parents=True, exist_ok=True)
@@ -159,8 +170,21 @@ def main(argv: list[str] | None = None) -> int:
         trainers = by_trainer(out, trainer_corpora, progress=say)
         (out / "by_trainer.md").write_text(by_trainer_markdown(trainers) + "\n", encoding="utf-8")
         say(f"wrote {out / 'by_trainer.md'}")
+    pool = []
+    if "pool" in parts:
+        sections = []
+        for c in pool_checks:
+            got = run_pool_check(out, c, prices, TEST_SEEDS, progress=say)
+            pool += [{"check": c, **asdict(r)} for r in got]
+            sections.append(f"## {c}\n\n{check_markdown(got)}\n")
+            # each check's table as soon as it is done: a later check's failure loses none
+            (out / f"pool_{c}.md").write_text(sections[-1], encoding="utf-8")
+        (out / "pool.md").write_text("\n".join(sections), encoding="utf-8")
+        say(f"wrote {out / 'pool.md'}")
     found = (("check", rows), ("oos", oos), ("trainers", trainers))
     data = {k: [asdict(r) for r in v] for k, v in found if v}
+    if pool:
+        data["pool"] = pool
     (out / "rows.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return 0
 

@@ -23,14 +23,16 @@ the corpus's own rule on its gold (:func:`~.analysis.label_hacking`, with the no
 ``evalstop_corpora.english``: ``2 sqrt 2`` standard errors of a gold point), not its class's.
 
 The recipe: ``eval_batch`` scales every drawn sd by ``sqrt(fitted eval_batch / eval_batch)``
-(the sd of a mean of independent completions), the one setting of the recipe the twin can be
-set to.  Numpy only.
+(the sd of a mean of independent completions), and, for a twin fitted by group (``by=``, e.g.
+the trainer), ``group_mix`` sets each group's share of the draws (each group keeps its own
+hack share).  Runs of several eval batches are fitted together by naming the batch to fit at
+(``fit_twin(..., eval_batch=32)``): each run's sd is moved to that batch first.  Numpy only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +77,8 @@ class TwinModel:
         eval_batch: The fitted runs' eval batch (their ``meta["eval_batch"]``).
         gold_batch: Their gold batch (``meta["gold_batch"]``).
         source: What it was fitted on (e.g. ``"english_rlhf:train"``).
+        by: The ``meta`` field the classes are grouped by (None: one class per label); each
+            draw carries its class's group under that name.
     """
 
     classes: tuple[TwinClass, ...]
@@ -82,41 +86,76 @@ class TwinModel:
     eval_batch: int
     gold_batch: int
     source: str
+    by: str | None = None
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The fitted groups, in class order (``("",)`` for a twin of one class per label)."""
+        return tuple(dict.fromkeys(c.group for c in self.classes))
 
 
-def _run_vector(trace: CurveTrace) -> np.ndarray:
-    """The run vector of one trace (module doc)."""
+def _batch_of(trace: CurveTrace, key: str, default: int = 1) -> int:
+    value = trace.meta.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"meta[{key!r}]", f"{trace.run_id}: {value!r}", "an integer >= 1")
+    return value
+
+
+def _eval_sd(trace: CurveTrace) -> float:
+    sd = trace.meta.get("eval_noise_sd")
+    if not isinstance(sd, int | float) or isinstance(sd, bool) or not sd > 0:
+        raise ConfigError(
+            "traces", trace.run_id, "runs whose meta['eval_noise_sd'] is a number > 0"
+        )
+    return float(sd)
+
+
+def _run_vector(trace: CurveTrace, sd_scale: float = 1.0) -> np.ndarray:
+    """The run vector of one trace (module doc), its eval sd times ``sd_scale``."""
     gold = np.asarray(trace.gold, dtype=float)
     g0 = float(gold[0])
     rng = float(gold.max() - gold.min())
     gain = max(float(gold.max()) - g0, GAIN_FLOOR_FRACTION * rng, 1e-9)
-    sd = trace.meta.get("eval_noise_sd")
-    if not isinstance(sd, int | float) or not sd > 0:
-        raise ConfigError(
-            "traces", trace.run_id, "runs whose meta['eval_noise_sd'] is a number > 0"
-        )
+    sd = _eval_sd(trace)
     shape = (gold[1:] - g0) / gain
     loss = np.asarray(trace.loss, dtype=float)
-    return np.concatenate([[g0, math.log(gain)], shape, loss, [math.log(float(sd))]])
+    return np.concatenate([[g0, math.log(gain)], shape, loss, [math.log(sd * sd_scale)]])
 
 
 def fit_twin(
-    traces: Sequence[CurveTrace], source: str = "corpus", *, by: str | None = None
+    traces: Sequence[CurveTrace],
+    source: str = "corpus",
+    *,
+    by: str | None = None,
+    eval_batch: int | None = None,
 ) -> TwinModel:
     """Fit the twin on ``traces`` (a corpus's train runs), one Gaussian per (label, group).
 
     ``by`` names the ``meta`` field whose values split each label into groups (e.g.
-    ``"trainer"``); None (the default) fits one Gaussian per label.
+    ``"trainer"``); None (the default) fits one Gaussian per label.  ``eval_batch`` fits
+    runs of several eval batches together: each run's eval sd is first scaled by
+    ``sqrt(its meta["eval_batch"] / eval_batch)``, the sd its eval would have had as a mean
+    of ``eval_batch`` completions; None (the default) needs every run at one eval batch.
 
-    Every trace needs a gold curve, a label, ``meta["eval_noise_sd"]`` and the same steps;
-    a class of fewer than :data:`MIN_CLASS_RUNS` runs is refused (name it, or fit on more).
+    Every trace needs a gold curve, a label, ``meta["eval_noise_sd"]`` and the same steps
+    and gold batch; a class of fewer than :data:`MIN_CLASS_RUNS` runs is refused (name it,
+    or fit on more).
 
     Raises:
         ConfigError: an empty corpus, a run without what the twin reads, runs of different
-            steps, or a class too small to fit.
+            steps, gold batches or (without ``eval_batch``) eval batches, or a class too
+            small to fit.
     """
     if not traces:
         raise ConfigError("traces", 0, "at least one labelled run with a gold curve")
+    if eval_batch is not None and (
+        not isinstance(eval_batch, int) or isinstance(eval_batch, bool) or eval_batch < 1
+    ):
+        raise ConfigError("eval_batch", eval_batch, "an integer >= 1 (or None)")
+    _eval_sd(traces[0])
+    first_batch = _batch_of(traces[0], "eval_batch")
+    gold_batch = _batch_of(traces[0], "gold_batch", first_batch)
+    target = first_batch if eval_batch is None else eval_batch
     steps = np.asarray(traces[0].step)
     groups: dict[tuple[bool, str], list[np.ndarray]] = {}
     for t in traces:
@@ -126,8 +165,23 @@ def fit_twin(
             raise ConfigError(
                 "traces", t.run_id, f"runs logged at the same steps as the first ({steps.tolist()})"
             )
+        _eval_sd(t)
+        batch = _batch_of(t, "eval_batch")
+        if eval_batch is None and batch != first_batch:
+            raise ConfigError(
+                "traces",
+                f"{t.run_id} at eval batch {batch}",
+                f"runs at the first run's eval batch ({first_batch}), or fit_twin(..., "
+                "eval_batch=N) to fit several batches at one",
+            )
+        if _batch_of(t, "gold_batch", batch) != gold_batch:
+            raise ConfigError(
+                "traces",
+                f"{t.run_id} at gold batch {t.meta.get('gold_batch')}",
+                f"runs at the first run's gold batch ({gold_batch})",
+            )
         key = (bool(t.label), "" if by is None else str(t.meta.get(by, "")))
-        groups.setdefault(key, []).append(_run_vector(t))
+        groups.setdefault(key, []).append(_run_vector(t, math.sqrt(batch / target)))
     classes = []
     for (label, group), rows in sorted(groups.items()):
         if len(rows) < MIN_CLASS_RUNS:
@@ -141,13 +195,30 @@ def fit_twin(
         dev = (x - mean) / math.sqrt(len(rows) - 1)
         mean.flags.writeable = dev.flags.writeable = False
         classes.append(TwinClass(label, group, len(rows) / len(traces), mean, dev))
-    meta = traces[0].meta
-    return TwinModel(
-        tuple(classes),
-        steps.copy(),
-        int(meta.get("eval_batch", 1)),
-        int(meta.get("gold_batch", meta.get("eval_batch", 1))),
-        source,
+    return TwinModel(tuple(classes), steps.copy(), target, gold_batch, source, by)
+
+
+def _class_weights(model: TwinModel, group_mix: Mapping[str, float] | None) -> np.ndarray:
+    """Each class's probability: its fitted share, or its share of its group times the mix."""
+    weights = np.array([c.weight for c in model.classes])
+    if group_mix is None:
+        return weights / weights.sum()
+    groups = model.groups
+    allowed = (
+        f"a mapping of the twin's {model.by or 'group'}s {list(groups)} to shares >= 0, not all 0"
+    )
+    if not isinstance(group_mix, Mapping) or not group_mix:
+        raise ConfigError("group_mix", group_mix, allowed)
+    for g, share in group_mix.items():
+        ok = isinstance(share, int | float) and not isinstance(share, bool)
+        if g not in groups or not ok or not math.isfinite(share) or share < 0:
+            raise ConfigError("group_mix", f"{g!r}: {share!r}", allowed)
+    total = float(sum(group_mix.values()))
+    if not total > 0:
+        raise ConfigError("group_mix", dict(group_mix), allowed)
+    in_group = {g: sum(c.weight for c in model.classes if c.group == g) for g in groups}
+    return np.array(
+        [c.weight / in_group[c.group] * group_mix.get(c.group, 0.0) / total for c in model.classes]
     )
 
 
@@ -158,6 +229,7 @@ def draw_twin(
     *,
     bandwidth: float = 1.0,
     eval_batch: int | None = None,
+    group_mix: Mapping[str, float] | None = None,
 ) -> list[CurveTrace]:
     """``n_runs`` new runs from the twin, deterministic in ``seed``.
 
@@ -168,10 +240,13 @@ def draw_twin(
     so the class's mean and covariance are kept and more of its runs' non-Gaussian shape
     (flat ends, skewed gains) survives.  Its label is the corpus's rule on its gold.
     ``eval_batch`` (default the fitted runs') scales the eval noise as the sd of a mean of
-    that many completions.
+    that many completions.  ``group_mix`` (a twin fitted ``by`` a field) gives each group's
+    share of the draws, each group keeping its fitted hack share; None keeps the fitted
+    shares.  Each draw carries its group under ``meta[model.by]``.
 
     Raises:
-        ConfigError: ``n_runs`` < 1, ``bandwidth`` outside (0, 1] or ``eval_batch`` < 1.
+        ConfigError: ``n_runs`` < 1, ``bandwidth`` outside (0, 1], ``eval_batch`` < 1, or a
+            ``group_mix`` naming a group the twin has not, a share < 0, or all shares 0.
     """
     if not isinstance(bandwidth, int | float) or not 0.0 < bandwidth <= 1.0:
         raise ConfigError("bandwidth", bandwidth, "a number in (0, 1]")
@@ -180,10 +255,10 @@ def draw_twin(
     batch = model.eval_batch if eval_batch is None else eval_batch
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ConfigError("eval_batch", eval_batch, "an integer >= 1 (or None)")
+    p = _class_weights(model, group_mix)
     rng = np.random.default_rng(seed)
     m = len(model.steps)
-    weights = np.array([c.weight for c in model.classes])
-    which = rng.choice(len(model.classes), size=n_runs, p=weights / weights.sum())
+    which = rng.choice(len(model.classes), size=n_runs, p=p)
     noise_scale = math.sqrt(model.eval_batch / batch)
     width = len(str(n_runs - 1))
     out = []
@@ -211,6 +286,8 @@ def draw_twin(
             "eval_noise_sd": sd,
             "gold_noise_sd": gold_se,
         }
+        if model.by is not None:
+            meta[model.by] = c.group
         out.append(
             CurveTrace(
                 run_id=f"twin-{i:0{width}d}",

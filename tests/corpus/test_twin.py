@@ -162,3 +162,67 @@ def test_the_second_out_of_sample_corpus_is_the_fitted_recipe_on_new_seeds() -> 
     assert {tuple(t.meta[k] for k in recipe) for t in new} == {
         tuple(t.meta[k] for k in recipe) for t in fitted
     }
+
+
+def _at_batch(t: CurveTrace, batch: int) -> CurveTrace:
+    """``t`` as if measured with an eval of ``batch`` completions (its sd rescaled)."""
+    sd = t.meta["eval_noise_sd"] * math.sqrt(t.meta["eval_batch"] / batch)
+    return CurveTrace(
+        t.run_id + "-b",
+        t.step,
+        t.eval,
+        t.loss,
+        gold=t.gold,
+        label=t.label,
+        meta={**t.meta, "eval_batch": batch, "eval_noise_sd": sd},
+    )
+
+
+def test_runs_of_several_eval_batches_fit_at_one_named_batch(runs: list[CurveTrace]) -> None:
+    mixed = [_at_batch(t, 64) if i % 2 else t for i, t in enumerate(runs)]
+    with pytest.raises(ConfigError, match="eval batch 64"):
+        fit_twin(mixed)
+    pooled, plain = fit_twin(mixed, eval_batch=32), fit_twin(runs)
+    assert pooled.eval_batch == 32
+    for a, b in zip(pooled.classes, plain.classes, strict=True):
+        np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(a.deviations, b.deviations, rtol=1e-9, atol=1e-12)
+    # fitted at 64, the same runs' sds are each a sqrt(2) smaller
+    at64 = fit_twin(runs, eval_batch=64)
+    assert at64.classes[0].mean[-1] == pytest.approx(plain.classes[0].mean[-1] - math.log(2) / 2)
+    gold = CurveTrace(
+        "g",
+        runs[0].step,
+        runs[0].eval,
+        runs[0].loss,
+        gold=runs[0].gold,
+        label=True,
+        meta={**runs[0].meta, "gold_batch": 256},
+    )
+    with pytest.raises(ConfigError, match="gold batch"):
+        fit_twin([*runs, gold])
+    for bad in (0, 2.5, True):
+        with pytest.raises(ConfigError, match="eval_batch"):
+            fit_twin(runs, eval_batch=bad)  # type: ignore[arg-type]
+
+
+def test_a_group_mix_sets_each_groups_share_and_keeps_its_hack_share(
+    runs: list[CurveTrace],
+) -> None:
+    model = fit_twin(runs, by="trainer")
+    assert model.by == "trainer" and set(model.groups) == {"grpo", "rloo"}
+    fitted = draw_twin(model, 4000, 7)
+    mixed = draw_twin(model, 4000, 7, group_mix={"grpo": 3, "rloo": 1})
+    assert {t.meta["trainer"] for t in mixed} == {"grpo", "rloo"}
+    assert abs(np.mean([t.meta["trainer"] == "grpo" for t in mixed]) - 0.75) < 0.03
+    assert abs(np.mean([t.meta["trainer"] == "grpo" for t in fitted]) - 0.5) < 0.03
+    for g in ("grpo", "rloo"):  # each group's hack share is its fitted one
+        want = np.mean([bool(t.label) for t in runs if t.meta["trainer"] == g])
+        got = np.mean([t.meta["class_label"] for t in mixed if t.meta["trainer"] == g])
+        assert abs(got - want) < 0.05
+    only = draw_twin(model, 200, 7, group_mix={"rloo": 1.0})
+    assert {t.meta["trainer"] for t in only} == {"rloo"}
+    assert "trainer" not in draw_twin(fit_twin(runs), 5, 0)[0].meta  # no group, no field
+    for bad in ({"ppo": 1.0}, {"grpo": -1.0}, {"grpo": 0.0}, {"grpo": float("nan")}, {}, [1]):
+        with pytest.raises(ConfigError, match="group_mix"):
+            draw_twin(model, 5, 0, group_mix=bad)  # type: ignore[arg-type]

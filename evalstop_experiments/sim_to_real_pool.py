@@ -1,0 +1,121 @@
+"""The sim-to-real check of the pooled twin: one fit, three real targets no fit saw.
+
+Each check (:data:`POOL_CHECKS`, fixed before any was scored) fits a pooled twin
+(:mod:`evalstop_experiments.twin_pool`) on some English corpora, sets it to the target's recipe
+(its eval batch and trainer mix), builds the panel on it (:func:`~.sim_to_real.build_panel`,
+the same 17 stoppers) and scores the panel on the twin and on the target's real runs, both
+against the CurveOracle:
+
+* ``heldout``: the pool fitted on everything but ``english_rlhf``'s test half, scored on that
+  test half as ``english-heldout`` plays it (intervals over runs on both sides);
+* ``loo-b64`` / ``loo-s2``: leave one corpus out: the pool without ``english_rlhf_b64``
+  (without ``english_rlhf_s2``) predicts it, played whole (intervals over seeds);
+* ``s3``: the whole pool predicts ``english_rlhf_s3``, 72 runs of the fitted recipe on corpus
+  seed 3, generated after the pool and these checks were fixed (intervals over seeds).
+
+The real runs' scores are never used to fit or choose anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalstop_gym import ConfigError
+from evalstop_gym.corpus.packaged import ENGLISH_CORPUS
+
+from .sim_to_real import REAL_TASK, TEST_SEEDS, TWIN_TASK, CheckRow, build_panel, plain_scores
+from .sim_to_real import side_scores as heldout_scores
+from .sim_to_real_recipe import recipe_kwargs
+from .twin_pool import (
+    POOL_CORPUS,
+    POOL_SOURCES,
+    corpus_side,
+    fit_pool_twin,
+    trainer_mix,
+    write_pool,
+)
+
+
+@dataclass(frozen=True)
+class PoolCheck:
+    """One check: the corpora the pool is fitted on, the real target and its recipe.
+
+    Attributes:
+        name: The check's name (``--pool-checks``).
+        sources: (corpus, side) pairs of the fit.
+        target: The packaged corpus whose runs are scored (played whole), or None for
+            ``english_rlhf``'s test half as ``english-heldout`` plays it.
+        eval_batch: The target's eval batch (the twin is set to it).
+    """
+
+    name: str
+    sources: tuple[tuple[str, str], ...]
+    target: str | None
+    eval_batch: int
+
+    def target_runs(self) -> list[Any]:
+        """The target's real runs (for their trainer mix)."""
+        if self.target is None:
+            return corpus_side(ENGLISH_CORPUS, "test")
+        return corpus_side(self.target, "all")
+
+
+_TRAIN = ((ENGLISH_CORPUS, "train"),)
+#: The pooled twin's checks, in the order they are run.
+POOL_CHECKS: dict[str, PoolCheck] = {
+    c.name: c
+    for c in (
+        PoolCheck("heldout", POOL_SOURCES, None, 32),
+        PoolCheck("loo-b64", (*_TRAIN, ("english_rlhf_s2", "all")), "english_rlhf_b64", 64),
+        PoolCheck("loo-s2", (*_TRAIN, ("english_rlhf_b64", "all")), "english_rlhf_s2", 32),
+        PoolCheck("s3", POOL_SOURCES, "english_rlhf_s3", 32),
+    )
+}
+
+
+def pool_twin_for(out: str | Path, check: PoolCheck) -> tuple[Path, Any]:
+    """The check's pooled twin set to its target's recipe, written into ``out``."""
+    fit = fit_pool_twin(check.sources)
+    mix = trainer_mix(check.target_runs())
+    path = write_pool(
+        Path(out) / f"{POOL_CORPUS}_{check.name}.jsonl", fit, eval_batch=check.eval_batch, mix=mix
+    )
+    return path, fit
+
+
+def run_pool_check(
+    out: str | Path,
+    name: str,
+    prices: Sequence[float],
+    seeds: Sequence[int] = TEST_SEEDS,
+    *,
+    panel_kwargs: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[CheckRow]:
+    """One pooled-twin check at each price: the panel built on the twin, both sides scored."""
+    if name not in POOL_CHECKS:
+        raise ConfigError("check", name, f"one of {list(POOL_CHECKS)}")
+    check = POOL_CHECKS[name]
+    path, fit = pool_twin_for(out, check)
+    if progress:
+        progress(f"{name}: pool fitted on {fit.model.source}, bandwidth {fit.bandwidth}")
+    rows = []
+    for f in prices:
+        twin_kw, real_kw = recipe_kwargs(path, check.target, f)
+        panel = build_panel(twin_kw, **(panel_kwargs or {}))
+        if check.target is None:
+            twin = heldout_scores(TWIN_TASK, f, twin_kw, panel, seeds)
+            real = heldout_scores(REAL_TASK, f, real_kw, panel, seeds)
+        else:
+            twin = plain_scores(twin_kw, panel, seeds)
+            real = plain_scores(real_kw, panel, seeds)
+        rows += [CheckRow(f, m.name, m.kind, twin[m.name], real[m.name]) for m in panel]
+        if progress:
+            progress(f"{name} {f:g}x: scored on both sides")
+    return rows
+
+
+__all__ = ["POOL_CHECKS", "PoolCheck", "pool_twin_for", "run_pool_check"]
