@@ -76,11 +76,14 @@ PACKAGED_TASKS: dict[str, str] = {"trl-gao": "trl_gao"}
 #: corpus's fixed train/test split (``split=``: "test" to score, "train" to tune and train).
 #: ``"english-twin"`` plays the English twin (``english_twin``: runs drawn from a model of
 #: ``english_rlhf``'s train runs, docs/SIM_TO_REAL.md) exactly as ``"english-heldout"`` plays
-#: the real runs, so a stopper's two scores can be set side by side.
+#: the real runs, so a stopper's two scores can be set side by side.  ``"english-twin-pool"``
+#: plays the pooled twin (``english_twin_pool``: fitted by trainer on every English corpus
+#: but ``english_rlhf``'s test half, at its fitted trainer mix and a 32-completion eval).
 HELDOUT_TASKS: dict[str, str] = {
     "trl-heldout": "trl_gao",
     "english-heldout": "english_rlhf",
     "english-twin": "english_twin",
+    "english-twin-pool": "english_twin_pool",
 }
 #: The env settings every held-out task adds to :data:`TASK_DEFAULTS`.
 HELDOUT_SETTINGS: dict[str, Any] = {

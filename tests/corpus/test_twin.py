@@ -226,3 +226,29 @@ def test_a_group_mix_sets_each_groups_share_and_keeps_its_hack_share(
     for bad in ({"ppo": 1.0}, {"grpo": -1.0}, {"grpo": 0.0}, {"grpo": float("nan")}, {}, [1]):
         with pytest.raises(ConfigError, match="group_mix"):
             draw_twin(model, 5, 0, group_mix=bad)  # type: ignore[arg-type]
+
+
+def test_the_shipped_pooled_twin_never_read_the_test_half_and_regenerates(tmp_path) -> None:
+    from evalstop_experiments.twin_pool import POOL_CORPUS, POOL_SOURCES, fit_pool_twin, write_pool
+
+    pool, real = load_corpus(POOL_CORPUS), load_corpus("english_rlhf")
+    meta = sidecar(POOL_CORPUS)
+    assert len(pool) == meta["runs"] == 1000 and meta["criterion_passed"] is True
+    assert meta["fitted_on"] == "english_rlhf:train+english_rlhf_b64+english_rlhf_s2"
+    assert [c for c, _ in POOL_SOURCES] == ["english_rlhf", "english_rlhf_b64", "english_rlhf_s2"]
+    assert {t.meta["trainer"] for t in pool} == {"grpo", "online_dpo", "rloo"}
+    fit = fit_pool_twin()
+    assert sum(c.deviations.shape[0] for c in fit.model.classes) == 108 + 72 + 72
+    golds = {tuple(np.round(t.gold, 9)) for t in real}
+    assert not any(tuple(np.round(t.gold, 9)) in golds for t in pool)
+    from evalstop_experiments.twin_pool import corpus_side
+
+    test = set(split_runs(real).test)
+    assert not test & {t.run_id for t in corpus_side("english_rlhf", "train")}
+    again = write_pool(tmp_path / f"{POOL_CORPUS}.jsonl", fit)
+    from evalstop_gym.corpus.format import read_traces
+
+    for a, b in zip(read_traces(again), pool, strict=True):
+        np.testing.assert_allclose(a.gold, b.gold, rtol=1e-9, atol=1e-12)
+        assert a.label == b.label and a.meta["trainer"] == b.meta["trainer"]
+    assert suite_task("english-twin-pool")["curves"].endswith(f"{POOL_CORPUS}.jsonl")

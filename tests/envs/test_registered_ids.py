@@ -17,6 +17,7 @@ def test_every_suite_task_and_the_shipped_corpus_have_an_id() -> None:
         "trl-heldout",
         "english-heldout",
         "english-twin",
+        "english-twin-pool",
         *FORMER_TASKS,
     )
     for task in registered_tasks():

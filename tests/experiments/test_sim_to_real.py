@@ -14,6 +14,7 @@ from evalstop_experiments.sim_to_real import (
     check_markdown,
 )
 from evalstop_experiments.sim_to_real_recipe import break_even, break_even_markdown
+from evalstop_gym import ConfigError
 
 
 def _row(f: float, name: str, twin: float, real: float, half: float = 0.1) -> CheckRow:
@@ -101,3 +102,30 @@ def test_e14_quick_writes_its_table_and_section(tmp_path) -> None:
     assert "| 1x | EvalStop(k=2) |" in table and "Spearman rho" in table
     lines = e14.section(plan.report_rows)
     assert lines[0].startswith("## E14") and sum(x.startswith("| 1x |") for x in lines) == 1
+
+
+def test_a_pool_check_fits_without_its_target_and_sets_the_twin_to_its_recipe(tmp_path) -> None:
+    from evalstop_experiments.sim_to_real_pool import POOL_CHECKS, pool_twin_for, run_pool_check
+    from evalstop_experiments.twin_pool import trainer_mix
+    from evalstop_gym.corpus.format import read_traces
+
+    for check in POOL_CHECKS.values():  # no check's fit reads the runs it scores
+        assert check.target not in {c for c, _ in check.sources}
+        assert ("english_rlhf", "test") not in check.sources
+    path, fit = pool_twin_for(tmp_path, POOL_CHECKS["loo-b64"])
+    assert fit.model.source == "english_rlhf:train+english_rlhf_s2"
+    twin = read_traces(path)
+    assert {t.meta["eval_batch"] for t in twin} == {64}
+    got, want = trainer_mix(twin), trainer_mix(POOL_CHECKS["loo-b64"].target_runs())
+    assert want == pytest.approx({k: 1 / 3 for k in ("grpo", "online_dpo", "rloo")})
+    assert got == pytest.approx(want, abs=0.05)
+    rows = run_pool_check(
+        tmp_path,
+        "loo-b64",
+        [1.0],
+        seeds=[100],
+        panel_kwargs={"train_seeds": (), "pretrained": (), "val_seeds": (0,)},
+    )
+    assert len(rows) == 14 and all(math.isfinite(r.twin.score) for r in rows)
+    with pytest.raises(ConfigError, match="check"):
+        run_pool_check(tmp_path, "nope", [1.0])
