@@ -31,6 +31,7 @@ from .sim_to_real import side_scores as heldout_scores
 from .sim_to_real_recipe import recipe_kwargs
 from .twin_pool import (
     POOL_CORPUS,
+    POOL_FORM,
     POOL_SOURCES,
     corpus_side,
     fit_pool_twin,
@@ -76,13 +77,12 @@ POOL_CHECKS: dict[str, PoolCheck] = {
 }
 
 
-def pool_twin_for(out: str | Path, check: PoolCheck) -> tuple[Path, Any]:
-    """The check's pooled twin set to its target's recipe, written into ``out``."""
-    fit = fit_pool_twin(check.sources)
+def pool_twin_for(out: str | Path, check: PoolCheck, form: str = POOL_FORM) -> tuple[Path, Any]:
+    """The check's pooled twin (of ``form``) set to its target's recipe, written into ``out``."""
+    fit = fit_pool_twin(check.sources, form=form)
     mix = trainer_mix(check.target_runs())
-    path = write_pool(
-        Path(out) / f"{POOL_CORPUS}_{check.name}.jsonl", fit, eval_batch=check.eval_batch, mix=mix
-    )
+    name = f"{POOL_CORPUS}_{check.name}_{form}.jsonl"
+    path = write_pool(Path(out) / name, fit, eval_batch=check.eval_batch, mix=mix)
     return path, fit
 
 
@@ -92,14 +92,17 @@ def run_pool_check(
     prices: Sequence[float],
     seeds: Sequence[int] = TEST_SEEDS,
     *,
+    form: str = POOL_FORM,
     panel_kwargs: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[CheckRow]:
-    """One pooled-twin check at each price: the panel built on the twin, both sides scored."""
+    """One pooled-twin check at each price: the panel built on the twin, both sides scored.
+
+    ``form`` is the pooled twin's (``"shape"``: the first pooled twin's checks)."""
     if name not in POOL_CHECKS:
         raise ConfigError("check", name, f"one of {list(POOL_CHECKS)}")
     check = POOL_CHECKS[name]
-    path, fit = pool_twin_for(out, check)
+    path, fit = pool_twin_for(out, check, form)
     if progress:
         progress(f"{name}: pool fitted on {fit.model.source}, bandwidth {fit.bandwidth}")
     rows = []

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from evalstop_gym.corpus.analysis import (
     CRITERION_STATS,
@@ -62,23 +64,60 @@ def train_runs(corpus: str = ENGLISH_CORPUS) -> list[CurveTrace]:
     return [t for t in traces if t.run_id in train]
 
 
+def roughness(traces: Sequence[CurveTrace]) -> dict[str, float]:
+    """How rough the runs' gold curves are: the median over runs of the mean absolute second
+    difference of the gold (``gold_roughness``) and the share of gold steps that fall
+    (``gold_decline_share``).  The eval-decline counters read exactly this."""
+    g = np.array([np.asarray(t.gold, dtype=float) for t in traces])
+    d = np.diff(g, axis=1)
+    return {
+        "gold_roughness": float(np.median(np.abs(np.diff(d, axis=1)).mean(axis=1))),
+        "gold_decline_share": float(np.mean(d < 0)),
+    }
+
+
+def _bootstrap(
+    stat: Callable[[Sequence[CurveTrace]], dict[str, float]],
+    runs: Sequence[CurveTrace],
+    n: int = 1000,
+    seed: int = 0,
+) -> dict[str, tuple[float, float, float]]:
+    """(value, 2.5 %, 97.5 %) of each of ``stat``'s figures, resampling runs."""
+    rng = np.random.default_rng(seed)
+    value = stat(runs)
+    draws = [stat([runs[i] for i in rng.integers(len(runs), size=len(runs))]) for _ in range(n)]
+    return {
+        k: (v, *(float(q) for q in np.quantile([d[k] for d in draws], [0.025, 0.975])))
+        for k, v in value.items()
+    }
+
+
 def choose_bandwidth(
     runs: Sequence[CurveTrace],
     model: TwinModel,
     bandwidths: Sequence[float] = BANDWIDTHS,
     n_runs: int = TWIN_RUNS,
     seed: int = TWIN_SEED,
+    extra: Callable[[Sequence[CurveTrace]], dict[str, float]] | None = None,
 ) -> TwinFit:
-    """The criterion on ``model`` fitted on ``runs``: the largest bandwidth that passes it."""
+    """The criterion on ``model`` fitted on ``runs``: the largest bandwidth that passes it.
+
+    ``extra`` adds statistics of the traces (e.g. :func:`roughness`) to the criterion, each
+    inside its 95 % bootstrap interval over ``runs``.
+    """
     g, x = corpus_curves(runs)
     interval = bootstrap_statistics(g, x)
+    more = _bootstrap(extra, runs) if extra is not None else {}
     rows, chosen = [], None
     for h in bandwidths:
-        gt, xt = corpus_curves(draw_twin(model, n_runs, seed, bandwidth=h))
+        drawn = draw_twin(model, n_runs, seed, bandwidth=h)
+        gt, xt = corpus_curves(drawn)
         stats = curve_statistics(gt, xt)
+        if extra is not None:
+            stats = {**stats, **extra(drawn)}
         ok = True
-        for k in CRITERION_STATS:
-            value, lo, hi = interval[k]
+        for k in (*CRITERION_STATS, *more):
+            value, lo, hi = interval[k] if k in interval else more[k]
             inside = bool(lo <= stats[k] <= hi)
             ok &= inside
             rows.append((h, k, value, lo, hi, stats[k], inside))
@@ -126,7 +165,7 @@ def criterion_markdown(fit: TwinFit, fitted: str = "train runs") -> str:
     ]
     for h, k, v, lo, hi, t, inside in fit.table:
         lines.append(
-            f"| {h:g} | {k} | {v:.2f} [{lo:.2f}, {hi:.2f}] | {t:.2f} | {'yes' if inside else 'no'} |"
+            f"| {h:g} | {k} | {v:.3f} [{lo:.3f}, {hi:.3f}] | {t:.3f} | {'yes' if inside else 'no'} |"
         )
     return "\n".join(lines)
 

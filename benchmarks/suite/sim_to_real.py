@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--pool-checks", default=",".join(POOL_CHECKS), help=f"some of {','.join(POOL_CHECKS)}"
     )
+    ap.add_argument(
+        "--pool-form", default="rise", help="the pooled twin's form: rise, or shape (the first)"
+    )
     args = ap.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
     bad = [p for p in parts if p not in PARTS + EXTRA_PARTS]
@@ -111,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError("--oos-batch", 32, "another batch than the check's 32 with break-even")
     trainer_corpora = _corpora(args.trainer_corpora, shipped)
     pool_checks = [c for c in args.pool_checks.split(",") if c]
+    if args.pool_form not in ("rise", "shape"):
+        raise ConfigError("--pool-form", args.pool_form, "rise or shape")
     if not pool_checks or any(c not in POOL_CHECKS for c in pool_checks):
         raise ConfigError("--pool-checks", args.pool_checks, f"some of {list(POOL_CHECKS)}")
     for c in pool_checks if "pool" in parts else ():
@@ -174,9 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     if "pool" in parts:
         sections = []
         for c in pool_checks:
-            got = run_pool_check(out, c, prices, TEST_SEEDS, progress=say)
+            got = run_pool_check(out, c, prices, TEST_SEEDS, form=args.pool_form, progress=say)
             pool += [{"check": c, **asdict(r)} for r in got]
-            sections.append(f"## {c}\n\n{check_markdown(got)}\n")
+            sections.append(f"## {c} ({args.pool_form})\n\n{check_markdown(got)}\n")
             # each check's table as soon as it is done: a later check's failure loses none
             (out / f"pool_{c}.md").write_text(sections[-1], encoding="utf-8")
         (out / "pool.md").write_text("\n".join(sections), encoding="utf-8")

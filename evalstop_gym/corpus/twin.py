@@ -17,6 +17,12 @@ One run is the vector ``[g0, log gain, shape(1..m-1), loss(0..m-1), log sd]``:
 * ``sd`` the sd of its measured eval (``meta["eval_noise_sd"]``, the ``eval_batch``-sample
   mean's sd).
 
+With ``form="rise"`` the gold enters as it was measured, its rise ``gold - g0`` at the later
+checkpoints in place of ``(log gain, shape)`` (stored as log gain 0 and shape = rise, so the
+layout is the same).  The ``"shape"`` form divides each run's gold noise by its gain, and a
+draw that mixes a small-gain run's shape with a larger gain is rougher than any run it was
+fitted on (docs/SIM_TO_REAL.md); the rise keeps the gold noise at its measured scale.
+
 A drawn run's gold is ``g0 + gain * shape``, its recorded eval that gold plus Gaussian noise
 of sd ``sd`` (the replay draws fresh noise at that sd; ``curve_noise="fresh"``), and its label
 the corpus's own rule on its gold (:func:`~.analysis.label_hacking`, with the noise floor of
@@ -44,6 +50,8 @@ from .format import CurveTrace
 
 #: Fewest train runs a class needs to be fitted (a covariance of fewer is mostly noise).
 MIN_CLASS_RUNS = 4
+#: How a run's gold enters its vector (module doc).
+FORMS: tuple[str, ...] = ("shape", "rise")
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,7 @@ class TwinModel:
         source: What it was fitted on (e.g. ``"english_rlhf:train"``).
         by: The ``meta`` field the classes are grouped by (None: one class per label); each
             draw carries its class's group under that name.
+        form: How the gold enters the run vector (:data:`FORMS`).
     """
 
     classes: tuple[TwinClass, ...]
@@ -87,6 +96,7 @@ class TwinModel:
     gold_batch: int
     source: str
     by: str | None = None
+    form: str = "shape"
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -110,10 +120,14 @@ def _eval_sd(trace: CurveTrace) -> float:
     return float(sd)
 
 
-def _run_vector(trace: CurveTrace, sd_scale: float = 1.0) -> np.ndarray:
+def _run_vector(trace: CurveTrace, sd_scale: float = 1.0, form: str = "shape") -> np.ndarray:
     """The run vector of one trace (module doc), its eval sd times ``sd_scale``."""
     gold = np.asarray(trace.gold, dtype=float)
     g0 = float(gold[0])
+    if form == "rise":
+        loss = np.asarray(trace.loss, dtype=float)
+        sd = _eval_sd(trace) * sd_scale
+        return np.concatenate([[g0, 0.0], gold[1:] - g0, loss, [math.log(sd)]])
     rng = float(gold.max() - gold.min())
     gain = max(float(gold.max()) - g0, GAIN_FLOOR_FRACTION * rng, 1e-9)
     sd = _eval_sd(trace)
@@ -128,6 +142,7 @@ def fit_twin(
     *,
     by: str | None = None,
     eval_batch: int | None = None,
+    form: str = "shape",
 ) -> TwinModel:
     """Fit the twin on ``traces`` (a corpus's train runs), one Gaussian per (label, group).
 
@@ -136,6 +151,7 @@ def fit_twin(
     runs of several eval batches together: each run's eval sd is first scaled by
     ``sqrt(its meta["eval_batch"] / eval_batch)``, the sd its eval would have had as a mean
     of ``eval_batch`` completions; None (the default) needs every run at one eval batch.
+    ``form`` is how the gold enters the run vector (:data:`FORMS`; module doc).
 
     Every trace needs a gold curve, a label, ``meta["eval_noise_sd"]`` and the same steps
     and gold batch; a class of fewer than :data:`MIN_CLASS_RUNS` runs is refused (name it,
@@ -148,6 +164,8 @@ def fit_twin(
     """
     if not traces:
         raise ConfigError("traces", 0, "at least one labelled run with a gold curve")
+    if form not in FORMS:
+        raise ConfigError("form", form, f"one of {list(FORMS)}")
     if eval_batch is not None and (
         not isinstance(eval_batch, int) or isinstance(eval_batch, bool) or eval_batch < 1
     ):
@@ -181,7 +199,7 @@ def fit_twin(
                 f"runs at the first run's gold batch ({gold_batch})",
             )
         key = (bool(t.label), "" if by is None else str(t.meta.get(by, "")))
-        groups.setdefault(key, []).append(_run_vector(t, math.sqrt(batch / target)))
+        groups.setdefault(key, []).append(_run_vector(t, math.sqrt(batch / target), form))
     classes = []
     for (label, group), rows in sorted(groups.items()):
         if len(rows) < MIN_CLASS_RUNS:
@@ -195,7 +213,7 @@ def fit_twin(
         dev = (x - mean) / math.sqrt(len(rows) - 1)
         mean.flags.writeable = dev.flags.writeable = False
         classes.append(TwinClass(label, group, len(rows) / len(traces), mean, dev))
-    return TwinModel(tuple(classes), steps.copy(), target, gold_batch, source, by)
+    return TwinModel(tuple(classes), steps.copy(), target, gold_batch, source, by, form)
 
 
 def _class_weights(model: TwinModel, group_mix: Mapping[str, float] | None) -> np.ndarray:
@@ -302,4 +320,4 @@ def draw_twin(
     return out
 
 
-__all__ = ["GAIN_FLOOR_FRACTION", "TwinClass", "TwinModel", "draw_twin", "fit_twin"]
+__all__ = ["FORMS", "GAIN_FLOOR_FRACTION", "TwinClass", "TwinModel", "draw_twin", "fit_twin"]

@@ -234,6 +234,7 @@ def test_the_shipped_pooled_twin_never_read_the_test_half_and_regenerates(tmp_pa
     pool, real = load_corpus(POOL_CORPUS), load_corpus("english_rlhf")
     meta = sidecar(POOL_CORPUS)
     assert len(pool) == meta["runs"] == 1000 and meta["criterion_passed"] is True
+    assert meta["form"] == "rise"
     assert meta["fitted_on"] == "english_rlhf:train+english_rlhf_b64+english_rlhf_s2"
     assert [c for c, _ in POOL_SOURCES] == ["english_rlhf", "english_rlhf_b64", "english_rlhf_s2"]
     assert {t.meta["trainer"] for t in pool} == {"grpo", "online_dpo", "rloo"}
@@ -252,3 +253,46 @@ def test_the_shipped_pooled_twin_never_read_the_test_half_and_regenerates(tmp_pa
         np.testing.assert_allclose(a.gold, b.gold, rtol=1e-9, atol=1e-12)
         assert a.label == b.label and a.meta["trainer"] == b.meta["trainer"]
     assert suite_task("english-twin-pool")["curves"].endswith(f"{POOL_CORPUS}.jsonl")
+
+
+def test_the_rise_form_keeps_the_gold_noise_at_its_measured_scale(runs: list[CurveTrace]) -> None:
+    from evalstop_experiments.twin_fit import roughness
+
+    small = [  # half the runs gain little: their shape's noise is their gold noise / gain
+        CurveTrace(
+            t.run_id + "-small",
+            t.step,
+            t.eval,
+            t.loss,
+            gold=t.gold[0] + 0.1 * (t.gold - t.gold[0]) + 0.01 * np.sin(np.arange(11) * 2.0),
+            label=t.label,
+            meta=t.meta,
+        )
+        for t in runs
+    ]
+    both = [*runs, *small]
+    rise, shape = fit_twin(both, form="rise"), fit_twin(both)
+    assert rise.form == "rise" and shape.form == "shape"
+    assert all(np.all(c.mean[1] == 0.0) for c in rise.classes)  # log gain 0: gold = g0 + rise
+    t0 = both[0]
+    m = len(rise.steps)
+    v = fit_twin([t0] * 4, form="rise").classes[0].mean
+    np.testing.assert_allclose(v[2 : m + 1], t0.gold[1:] - t0.gold[0])
+    real = roughness(both)["gold_roughness"]
+    r = roughness(draw_twin(rise, 2000, 0, bandwidth=0.25))["gold_roughness"]
+    s_ = roughness(draw_twin(shape, 2000, 0, bandwidth=0.25))["gold_roughness"]
+    assert abs(r - real) < abs(s_ - real)
+    with pytest.raises(ConfigError, match="form"):
+        fit_twin(runs, form="log")
+
+
+def test_roughness_on_a_hand_computed_pair() -> None:
+    from evalstop_experiments.twin_fit import roughness
+
+    def t(gold: list[float]) -> CurveTrace:
+        g = np.array(gold)
+        return CurveTrace("x", np.arange(len(g)), g, g, gold=g, label=False, meta={})
+
+    # second differences |[-2, 2]| -> 2 and |[0, 0]| -> 0: median 1; falling steps 1 of 6
+    got = roughness([t([0.0, 1.0, 0.0, 1.0]), t([0.0, 1.0, 2.0, 3.0])])
+    assert got == {"gold_roughness": 1.0, "gold_decline_share": pytest.approx(1 / 6)}
