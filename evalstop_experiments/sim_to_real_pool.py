@@ -26,9 +26,8 @@ from typing import Any
 from evalstop_gym import ConfigError
 from evalstop_gym.corpus.packaged import ENGLISH_CORPUS
 
-from .sim_to_real import REAL_TASK, TEST_SEEDS, TWIN_TASK, CheckRow, build_panel, plain_scores
-from .sim_to_real import side_scores as heldout_scores
-from .sim_to_real_recipe import recipe_kwargs
+from .sim_to_real import TEST_SEEDS, CheckRow
+from .sim_to_real_recipe import check_twin_file
 from .twin_pool import (
     POOL_CORPUS,
     POOL_FORM,
@@ -105,20 +104,9 @@ def run_pool_check(
     path, fit = pool_twin_for(out, check, form)
     if progress:
         progress(f"{name}: pool fitted on {fit.model.source}, bandwidth {fit.bandwidth}")
-    rows = []
-    for f in prices:
-        twin_kw, real_kw = recipe_kwargs(path, check.target, f)
-        panel = build_panel(twin_kw, **(panel_kwargs or {}))
-        if check.target is None:
-            twin = heldout_scores(TWIN_TASK, f, twin_kw, panel, seeds)
-            real = heldout_scores(REAL_TASK, f, real_kw, panel, seeds)
-        else:
-            twin = plain_scores(twin_kw, panel, seeds)
-            real = plain_scores(real_kw, panel, seeds)
-        rows += [CheckRow(f, m.name, m.kind, twin[m.name], real[m.name]) for m in panel]
-        if progress:
-            progress(f"{name} {f:g}x: scored on both sides")
-    return rows
+    return check_twin_file(
+        path, check.target, prices, seeds, panel_kwargs=panel_kwargs, progress=progress, label=name
+    )
 
 
 __all__ = ["POOL_CHECKS", "PoolCheck", "pool_twin_for", "run_pool_check"]

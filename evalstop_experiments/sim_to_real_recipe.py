@@ -31,6 +31,7 @@ from .sim_to_real import (
     CheckRow,
     build_panel,
     plain_scores,
+    side_scores,
 )
 from .twin_fit import TWIN_CORPUS, TWIN_RUNS, TWIN_SEED, fit_english_twin
 
@@ -73,15 +74,37 @@ def out_of_sample(
 ) -> list[CheckRow]:
     """The check on ``corpus``: the panel built on the twin set to its recipe, both sides scored."""
     twin_path = twin_for_recipe(out, eval_batch)
+    return check_twin_file(
+        twin_path, corpus, prices, seeds, panel_kwargs=panel_kwargs, progress=progress
+    )
+
+
+def check_twin_file(
+    twin_path: Path,
+    corpus: str | None,
+    prices: Sequence[float],
+    seeds: Sequence[int] = TEST_SEEDS,
+    *,
+    panel_kwargs: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+    label: str = "out of sample",
+) -> list[CheckRow]:
+    """The panel built on the twin runs in ``twin_path`` at each price, scored on them and on
+    ``corpus``'s runs played whole (CIs over seeds), or, for ``corpus`` None, on the real
+    held-out test runs as ``english-heldout`` plays them (CIs over runs on both sides)."""
     rows = []
     for f in prices:
         twin_kw, real_kw = recipe_kwargs(twin_path, corpus, f)
         panel = build_panel(twin_kw, **(panel_kwargs or {}))
-        twin = plain_scores(twin_kw, panel, seeds)
-        real = plain_scores(real_kw, panel, seeds)
+        if corpus is None:
+            twin = side_scores(TWIN_TASK, f, twin_kw, panel, seeds)
+            real = side_scores(REAL_TASK, f, real_kw, panel, seeds)
+        else:
+            twin = plain_scores(twin_kw, panel, seeds)
+            real = plain_scores(real_kw, panel, seeds)
         rows += [CheckRow(f, m.name, m.kind, twin[m.name], real[m.name]) for m in panel]
         if progress:
-            progress(f"out of sample {f:g}x: scored")
+            progress(f"{label} {f:g}x: scored on both sides")
     return rows
 
 
@@ -149,6 +172,7 @@ __all__ = [
     "BreakEven",
     "break_even",
     "break_even_markdown",
+    "check_twin_file",
     "out_of_sample",
     "recipe_kwargs",
     "twin_for_recipe",
