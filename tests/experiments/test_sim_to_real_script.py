@@ -102,3 +102,29 @@ def test_the_trainers_part_is_named_and_writes_its_table(script, tmp_path) -> No
             script.main(
                 ["--out", str(tmp_path / "new"), "--parts", "trainers", "--trainer-corpora", bad]
             )
+
+
+def test_the_pool_part_writes_each_checks_table_and_refuses_bad_names(
+    script, tmp_path, monkeypatch
+) -> None:
+    def pool(out, name, prices, seeds, form="rise", progress=None):
+        script.asked.append((name, form))
+        s = SideScore(0.1, 0.0, 0.2)
+        return [CheckRow(f, "a", "floor", s, s) for f in prices]
+
+    monkeypatch.setattr(script, "run_pool_check", pool)
+    args = ["--out", str(tmp_path), "--parts", "pool", "--prices", "1"]
+    assert script.main([*args, "--pool-checks", "heldout,loo-b64", "--pool-form", "shape"]) == 0
+    assert script.asked == [("heldout", "shape"), ("loo-b64", "shape")]
+    text = (tmp_path / "pool.md").read_text(encoding="utf-8")
+    assert "## heldout (shape)" in text and "## loo-b64 (shape)" in text
+    assert (tmp_path / "pool_heldout.md").exists()
+    rows = json.loads((tmp_path / "rows.json").read_text(encoding="utf-8"))["pool"]
+    assert {r["check"] for r in rows} == {"heldout", "loo-b64"}
+    with pytest.raises(ConfigError, match="--out"):  # a finished table is never overwritten
+        script.main([*args, "--pool-checks", "heldout"])
+    fresh = ["--out", str(tmp_path / "new"), "--parts", "pool"]
+    with pytest.raises(ConfigError, match="--pool-checks"):
+        script.main([*fresh, "--pool-checks", "nope"])
+    with pytest.raises(ConfigError, match="--pool-form"):
+        script.main([*fresh, "--pool-form", "wiggly"])
