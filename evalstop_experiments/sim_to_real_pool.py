@@ -109,4 +109,38 @@ def run_pool_check(
     )
 
 
-__all__ = ["POOL_CHECKS", "PoolCheck", "pool_twin_for", "run_pool_check"]
+def corpus_spread(
+    out: str | Path,
+    name: str,
+    other: str,
+    prices: Sequence[float],
+    seeds: Sequence[int] = TEST_SEEDS,
+    *,
+    form: str = POOL_FORM,
+    progress: Callable[[str], None] | None = None,
+) -> list[CheckRow]:
+    """How far two real corpora of one recipe are apart: check ``name``'s panel (built on its
+    pooled twin, which read neither corpus) scored on its target's runs and on ``other``'s,
+    both played whole (CIs over seeds).  In each row ``twin`` holds the score on the target,
+    ``real`` the score on ``other``: the agreement figures are then real against real, the
+    floor no twin can go under on a corpus of that size."""
+    from .sim_to_real import build_panel, plain_scores
+    from .sim_to_real_recipe import recipe_kwargs
+
+    check = POOL_CHECKS[name]
+    if check.target is None or other in {check.target, *(c for c, _ in check.sources)}:
+        raise ConfigError("other", other, f"a corpus {name}'s pool did not read, not its target")
+    path, _ = pool_twin_for(out, check, form)
+    rows = []
+    for f in prices:
+        twin_kw, first = recipe_kwargs(path, check.target, f)
+        _, second = recipe_kwargs(path, other, f)
+        panel = build_panel(twin_kw)
+        a, b = plain_scores(first, panel, seeds), plain_scores(second, panel, seeds)
+        rows += [CheckRow(f, m.name, m.kind, a[m.name], b[m.name]) for m in panel]
+        if progress:
+            progress(f"spread {check.target} vs {other} {f:g}x: scored")
+    return rows
+
+
+__all__ = ["POOL_CHECKS", "PoolCheck", "corpus_spread", "pool_twin_for", "run_pool_check"]

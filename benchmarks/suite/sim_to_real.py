@@ -21,7 +21,10 @@ Parts (``--parts``, comma-separated; default all):
   (not in the default: name it);
 * ``pool``: the pooled twin (fitted on every English corpus but the one it predicts, by
   trainer, set to the target's eval batch and trainer mix), its ``--pool-checks`` (some of
-  heldout, loo-b64, loo-s2, s3) -> ``pool.md`` (not in the default: name it).
+  heldout, loo-b64, loo-s2, s3) -> ``pool.md`` (not in the default: name it);
+* ``spread``: real against real: ``--spread CHECK:CORPUS`` scores that pool check's panel
+  on its target's runs and on another corpus of the same recipe neither the pool nor the
+  panel read, the floor under any twin's figures -> ``spread.md`` (name it).
 
 The real runs' scores are never used to build or choose a stopper.  Test seeds 100-129.
 A finished table in ``--out`` is never overwritten: choose a new folder.
@@ -38,7 +41,7 @@ from pathlib import Path
 
 from evalstop_experiments.sim_to_real import TEST_SEEDS, check_markdown, run_check
 from evalstop_experiments.sim_to_real_diagnosis import diagnose, diagnosis_markdown, variants
-from evalstop_experiments.sim_to_real_pool import POOL_CHECKS, run_pool_check
+from evalstop_experiments.sim_to_real_pool import POOL_CHECKS, corpus_spread, run_pool_check
 from evalstop_experiments.sim_to_real_recipe import (
     OOS_CORPUS,
     OOS_EVAL_BATCH,
@@ -51,7 +54,7 @@ from evalstop_gym import ConfigError
 from evalstop_gym.corpus.packaged import DATA_DIR
 
 PARTS = ("check", "oos", "diagnosis", "break-even")
-EXTRA_PARTS = ("trainers", "pool")
+EXTRA_PARTS = ("trainers", "pool", "spread")
 
 
 def _prices(text: str) -> tuple[float, ...]:
@@ -97,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--pool-form", default="rise", help="the pooled twin's form: rise, or shape (the first)"
     )
+    ap.add_argument(
+        "--spread", default="loo-s2:english_rlhf_s3", help="CHECK:CORPUS of the spread part"
+    )
     args = ap.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
     bad = [p for p in parts if p not in PARTS + EXTRA_PARTS]
@@ -122,9 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         target = POOL_CHECKS[c].target
         if target is not None and target not in shipped:
             raise ConfigError("--pool-checks", c, f"a check whose corpus ships ({target} does not)")
+    spread_check, _, spread_corpus = args.spread.partition(":")
+    if spread_check not in POOL_CHECKS or spread_corpus not in shipped:
+        raise ConfigError("--spread", args.spread, f"CHECK:CORPUS, CHECK of {list(POOL_CHECKS)}")
     out = Path(args.out)
     tables = ("check.md", "out_of_sample.md", "diagnosis.md", "break_even.md", "by_trainer.md")
-    done = [n for n in (*tables, "pool.md") if (out / n).exists()]
+    done = [n for n in (*tables, "pool.md", "spread.md") if (out / n).exists()]
     if done:
         raise ConfigError("--out", str(out), f"a folder without finished tables (it has {done})")
     out.mkdir(parents=True, exist_ok=True)
@@ -186,7 +195,19 @@ def main(argv: list[str] | None = None) -> int:
             (out / f"pool_{c}.md").write_text(sections[-1], encoding="utf-8")
         (out / "pool.md").write_text("\n".join(sections), encoding="utf-8")
         say(f"wrote {out / 'pool.md'}")
-    found = (("check", rows), ("oos", oos), ("trainers", trainers))
+    spread = []
+    if "spread" in parts:
+        spread = corpus_spread(
+            out, spread_check, spread_corpus, prices, TEST_SEEDS, form=args.pool_form, progress=say
+        )
+        target = POOL_CHECKS[spread_check].target
+        table = check_markdown(spread).replace(
+            "| twin [95 % CI] | real [95 % CI] | real - twin [95 % CI] |",
+            f"| {target} [95 % CI] | {spread_corpus} [95 % CI] | difference [95 % CI] |",
+        )
+        (out / "spread.md").write_text(table + "\n", encoding="utf-8")
+        say(f"wrote {out / 'spread.md'}")
+    found = (("check", rows), ("oos", oos), ("trainers", trainers), ("spread", spread))
     data = {k: [asdict(r) for r in v] for k, v in found if v}
     if pool:
         data["pool"] = pool
