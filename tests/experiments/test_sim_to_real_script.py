@@ -128,3 +128,26 @@ def test_the_pool_part_writes_each_checks_table_and_refuses_bad_names(
         script.main([*fresh, "--pool-checks", "nope"])
     with pytest.raises(ConfigError, match="--pool-form"):
         script.main([*fresh, "--pool-form", "wiggly"])
+
+
+def test_the_spread_part_names_both_corpora(script, tmp_path, monkeypatch) -> None:
+    def spread(out, check, other, prices, seeds, form="rise", progress=None):
+        script.asked.append((check, other))
+        s = SideScore(0.1, 0.0, 0.2)
+        return [CheckRow(f, "a", "floor", s, SideScore(0.3, 0.2, 0.4)) for f in prices]
+
+    monkeypatch.setattr(script, "corpus_spread", spread)
+    args = ["--out", str(tmp_path), "--parts", "spread", "--prices", "1"]
+    assert script.main([*args, "--spread", "loo-s2:english_rlhf_s3"]) == 0
+    assert script.asked == [("loo-s2", "english_rlhf_s3")]
+    text = (tmp_path / "spread.md").read_text(encoding="utf-8")
+    assert "| english_rlhf_s2 [95 % CI] | english_rlhf_s3 [95 % CI] |" in text
+    assert "| 1x | a | floor |" in text
+
+
+def test_a_spread_needs_a_corpus_the_pool_never_read() -> None:
+    from evalstop_experiments.sim_to_real_pool import corpus_spread
+
+    for other in ("english_rlhf_s2", "english_rlhf_b64"):  # loo-s2's target, and its pool's
+        with pytest.raises(ConfigError, match="other"):
+            corpus_spread("unused", "loo-s2", other, [1.0])
