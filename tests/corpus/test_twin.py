@@ -150,13 +150,15 @@ def test_the_out_of_sample_corpus_is_new_runs_of_the_changed_recipe() -> None:
     assert 0.6 < med(oos) / med(fitted) < 0.8
 
 
-def test_the_second_out_of_sample_corpus_is_the_fitted_recipe_on_new_seeds() -> None:
-    new, fitted = load_corpus("english_rlhf_s2"), load_corpus("english_rlhf")
-    assert len(new) == sidecar("english_rlhf_s2")["runs"] == 72
+@pytest.mark.parametrize("name", ["english_rlhf_s2", "english_rlhf_s3"])
+def test_the_later_corpora_are_the_fitted_recipe_on_new_seeds(name: str) -> None:
+    new, fitted = load_corpus(name), load_corpus("english_rlhf")
+    assert len(new) == sidecar(name)["runs"] == 72
     assert {t.meta["eval_batch"] for t in new} == {32}
     seeds = {t.meta["seed"] for t in new}
-    assert not seeds & {t.meta["seed"] for t in fitted}
-    assert not seeds & {t.meta["seed"] for t in load_corpus("english_rlhf_b64")}
+    others = {"english_rlhf", "english_rlhf_b64", "english_rlhf_s2", "english_rlhf_s3"} - {name}
+    for other in sorted(others):  # no run seed shared with any other English corpus
+        assert not seeds & {t.meta["seed"] for t in load_corpus(other)}
     assert {t.meta["trainer"] for t in new} == {"grpo", "rloo", "online_dpo"}
     recipe = ("steps", "eval_every", "lr", "prompts_per_step", "num_generations", "gold_batch")
     assert {tuple(t.meta[k] for k in recipe) for t in new} == {
