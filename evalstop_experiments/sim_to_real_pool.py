@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from evalstop_gym import ConfigError
+from evalstop_gym.corpus.format import CurveTrace
 from evalstop_gym.corpus.packaged import ENGLISH_CORPUS
 
-from .sim_to_real import TEST_SEEDS, CheckRow
-from .sim_to_real_recipe import check_twin_file
+from .sim_to_real import TEST_SEEDS, CheckRow, build_panel, plain_scores
+from .sim_to_real_recipe import check_twin_file, recipe_kwargs
 from .twin_pool import (
     POOL_CORPUS,
     POOL_FORM,
@@ -56,7 +57,7 @@ class PoolCheck:
     target: str | None
     eval_batch: int
 
-    def target_runs(self) -> list[Any]:
+    def target_runs(self) -> list[CurveTrace]:
         """The target's real runs (for their trainer mix)."""
         if self.target is None:
             return corpus_side(ENGLISH_CORPUS, "test")
@@ -124,9 +125,6 @@ def corpus_spread(
     both played whole (CIs over seeds).  In each row ``twin`` holds the score on the target,
     ``real`` the score on ``other``: the agreement figures are then real against real, the
     floor no twin can go under on a corpus of that size."""
-    from .sim_to_real import build_panel, plain_scores
-    from .sim_to_real_recipe import recipe_kwargs
-
     check = POOL_CHECKS[name]
     if check.target is None or other in {check.target, *(c for c, _ in check.sources)}:
         raise ConfigError("other", other, f"a corpus {name}'s pool did not read, not its target")

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,11 @@ class TwinFit:
     bandwidth: float | None
     table: tuple[tuple[float, str, float, float, float, float, bool], ...]
 
+    @property
+    def drawn_bandwidth(self) -> float:
+        """The bandwidth its corpus is drawn at: the chosen one, else the smallest tried."""
+        return self.bandwidth if self.bandwidth is not None else BANDWIDTHS[-1]
+
 
 def train_runs(corpus: str = ENGLISH_CORPUS) -> list[CurveTrace]:
     """The train runs of the shipped corpus's fixed split."""
@@ -64,31 +70,15 @@ def train_runs(corpus: str = ENGLISH_CORPUS) -> list[CurveTrace]:
     return [t for t in traces if t.run_id in train]
 
 
-def roughness(traces: Sequence[CurveTrace]) -> dict[str, float]:
-    """How rough the runs' gold curves are: the median over runs of the mean absolute second
-    difference of the gold (``gold_roughness``) and the share of gold steps that fall
-    (``gold_decline_share``).  The eval-decline counters read exactly this."""
-    g = np.array([np.asarray(t.gold, dtype=float) for t in traces])
-    d = np.diff(g, axis=1)
+def roughness(curves: np.ndarray, progress: Any = None, labels: Any = None) -> dict[str, float]:
+    """How rough gold curves (runs, m) are: the median over runs of the mean absolute second
+    difference (``gold_roughness``) and the share of steps that fall (``gold_decline_share``).
+    The eval-decline counters read exactly this.  ``progress`` and ``labels`` are unused: the
+    signature is a statistic of :func:`~evalstop_gym.corpus.analysis.bootstrap_statistics`."""
+    d = np.diff(np.asarray(curves, dtype=float), axis=1)
     return {
         "gold_roughness": float(np.median(np.abs(np.diff(d, axis=1)).mean(axis=1))),
         "gold_decline_share": float(np.mean(d < 0)),
-    }
-
-
-def _bootstrap(
-    stat: Callable[[Sequence[CurveTrace]], dict[str, float]],
-    runs: Sequence[CurveTrace],
-    n: int = 1000,
-    seed: int = 0,
-) -> dict[str, tuple[float, float, float]]:
-    """(value, 2.5 %, 97.5 %) of each of ``stat``'s figures, resampling runs."""
-    rng = np.random.default_rng(seed)
-    value = stat(runs)
-    draws = [stat([runs[i] for i in rng.integers(len(runs), size=len(runs))]) for _ in range(n)]
-    return {
-        k: (v, *(float(q) for q in np.quantile([d[k] for d in draws], [0.025, 0.975])))
-        for k, v in value.items()
     }
 
 
@@ -98,26 +88,28 @@ def choose_bandwidth(
     bandwidths: Sequence[float] = BANDWIDTHS,
     n_runs: int = TWIN_RUNS,
     seed: int = TWIN_SEED,
-    extra: Callable[[Sequence[CurveTrace]], dict[str, float]] | None = None,
+    extra: Callable[..., dict[str, float]] | None = None,
 ) -> TwinFit:
     """The criterion on ``model`` fitted on ``runs``: the largest bandwidth that passes it.
 
-    ``extra`` adds statistics of the traces (e.g. :func:`roughness`) to the criterion, each
-    inside its 95 % bootstrap interval over ``runs``.
+    ``extra`` adds a statistic of the gold curves (e.g. :func:`roughness`) to the criterion,
+    each of its figures inside its 95 % bootstrap interval over ``runs``.
     """
     g, x = corpus_curves(runs)
     interval = bootstrap_statistics(g, x)
-    more = _bootstrap(extra, runs) if extra is not None else {}
+    names: tuple[str, ...] = CRITERION_STATS
+    if extra is not None:
+        more = bootstrap_statistics(g, x, statistic=extra)
+        interval, names = {**interval, **more}, (*names, *more)
     rows, chosen = [], None
     for h in bandwidths:
-        drawn = draw_twin(model, n_runs, seed, bandwidth=h)
-        gt, xt = corpus_curves(drawn)
+        gt, xt = corpus_curves(draw_twin(model, n_runs, seed, bandwidth=h))
         stats = curve_statistics(gt, xt)
         if extra is not None:
-            stats = {**stats, **extra(drawn)}
+            stats = {**stats, **extra(gt, xt)}
         ok = True
-        for k in (*CRITERION_STATS, *more):
-            value, lo, hi = interval[k] if k in interval else more[k]
+        for k in names:
+            value, lo, hi = interval[k]
             inside = bool(lo <= stats[k] <= hi)
             ok &= inside
             rows.append((h, k, value, lo, hi, stats[k], inside))
@@ -139,7 +131,7 @@ def fit_english_twin(
 def ship_twin(out_dir: str | Path = DATA_DIR) -> tuple[Path, TwinFit]:
     """Write the twin corpus (:data:`TWIN_RUNS` runs at the chosen bandwidth) and its sidecar."""
     fit = fit_english_twin()
-    h = fit.bandwidth if fit.bandwidth is not None else BANDWIDTHS[-1]
+    h = fit.drawn_bandwidth
     dest = Path(out_dir) / f"{TWIN_CORPUS}.jsonl"
     traces = draw_twin(fit.model, TWIN_RUNS, TWIN_SEED, bandwidth=h)
     write_traces(traces, dest)

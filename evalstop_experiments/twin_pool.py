@@ -111,8 +111,14 @@ def draw_pool(
     seed: int = TWIN_SEED,
 ) -> list[CurveTrace]:
     """Draws of a pooled twin at a recipe: its eval batch and trainer mix (None: the fitted)."""
-    h = fit.bandwidth if fit.bandwidth is not None else 0.25
-    return draw_twin(fit.model, n_runs, seed, bandwidth=h, eval_batch=eval_batch, group_mix=mix)
+    return draw_twin(
+        fit.model,
+        n_runs,
+        seed,
+        bandwidth=fit.drawn_bandwidth,
+        eval_batch=eval_batch,
+        group_mix=mix,
+    )
 
 
 def write_pool(
@@ -134,7 +140,7 @@ def write_pool(
         seed=TWIN_SEED,
         runs=len(traces),
         hacking=sum(bool(t.label) for t in traces),
-        bandwidth=fit.bandwidth if fit.bandwidth is not None else 0.25,
+        bandwidth=fit.drawn_bandwidth,
         criterion_passed=fit.bandwidth is not None,
         fitted_on=fit.model.source,
         form=fit.model.form,

@@ -120,20 +120,18 @@ def _eval_sd(trace: CurveTrace) -> float:
     return float(sd)
 
 
-def _run_vector(trace: CurveTrace, sd_scale: float = 1.0, form: str = "shape") -> np.ndarray:
-    """The run vector of one trace (module doc), its eval sd times ``sd_scale``."""
+def _run_vector(trace: CurveTrace, sd: float, form: str) -> np.ndarray:
+    """The run vector of one trace (module doc), with eval sd ``sd``."""
     gold = np.asarray(trace.gold, dtype=float)
     g0 = float(gold[0])
     if form == "rise":
-        loss = np.asarray(trace.loss, dtype=float)
-        sd = _eval_sd(trace) * sd_scale
-        return np.concatenate([[g0, 0.0], gold[1:] - g0, loss, [math.log(sd)]])
-    rng = float(gold.max() - gold.min())
-    gain = max(float(gold.max()) - g0, GAIN_FLOOR_FRACTION * rng, 1e-9)
-    sd = _eval_sd(trace)
-    shape = (gold[1:] - g0) / gain
+        head, curve = [g0, 0.0], gold[1:] - g0
+    else:
+        rng = float(gold.max() - gold.min())
+        gain = max(float(gold.max()) - g0, GAIN_FLOOR_FRACTION * rng, 1e-9)
+        head, curve = [g0, math.log(gain)], (gold[1:] - g0) / gain
     loss = np.asarray(trace.loss, dtype=float)
-    return np.concatenate([[g0, math.log(gain)], shape, loss, [math.log(sd * sd_scale)]])
+    return np.concatenate([head, curve, loss, [math.log(sd)]])
 
 
 def fit_twin(
@@ -170,7 +168,6 @@ def fit_twin(
         not isinstance(eval_batch, int) or isinstance(eval_batch, bool) or eval_batch < 1
     ):
         raise ConfigError("eval_batch", eval_batch, "an integer >= 1 (or None)")
-    _eval_sd(traces[0])
     first_batch = _batch_of(traces[0], "eval_batch")
     gold_batch = _batch_of(traces[0], "gold_batch", first_batch)
     target = first_batch if eval_batch is None else eval_batch
@@ -183,7 +180,7 @@ def fit_twin(
             raise ConfigError(
                 "traces", t.run_id, f"runs logged at the same steps as the first ({steps.tolist()})"
             )
-        _eval_sd(t)
+        sd = _eval_sd(t)
         batch = _batch_of(t, "eval_batch")
         if eval_batch is None and batch != first_batch:
             raise ConfigError(
@@ -199,7 +196,7 @@ def fit_twin(
                 f"runs at the first run's gold batch ({gold_batch})",
             )
         key = (bool(t.label), "" if by is None else str(t.meta.get(by, "")))
-        groups.setdefault(key, []).append(_run_vector(t, math.sqrt(batch / target), form))
+        groups.setdefault(key, []).append(_run_vector(t, sd * math.sqrt(batch / target), form))
     classes = []
     for (label, group), rows in sorted(groups.items()):
         if len(rows) < MIN_CLASS_RUNS:

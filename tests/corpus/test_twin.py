@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalstop_gym.corpus.analysis import label_hacking
+from evalstop_gym.corpus.analysis import corpus_curves, label_hacking
 from evalstop_gym.corpus.format import CurveTrace
 from evalstop_gym.corpus.packaged import load_corpus, sidecar
 from evalstop_gym.corpus.split import split_runs
@@ -280,9 +280,9 @@ def test_the_rise_form_keeps_the_gold_noise_at_its_measured_scale(runs: list[Cur
     m = len(rise.steps)
     v = fit_twin([t0] * 4, form="rise").classes[0].mean
     np.testing.assert_allclose(v[2 : m + 1], t0.gold[1:] - t0.gold[0])
-    real = roughness(both)["gold_roughness"]
-    r = roughness(draw_twin(rise, 2000, 0, bandwidth=0.25))["gold_roughness"]
-    s_ = roughness(draw_twin(shape, 2000, 0, bandwidth=0.25))["gold_roughness"]
+    real = roughness(*corpus_curves(both))["gold_roughness"]
+    r = roughness(*corpus_curves(draw_twin(rise, 2000, 0, bandwidth=0.25)))["gold_roughness"]
+    s_ = roughness(*corpus_curves(draw_twin(shape, 2000, 0, bandwidth=0.25)))["gold_roughness"]
     assert abs(r - real) < abs(s_ - real)
     with pytest.raises(ConfigError, match="form"):
         fit_twin(runs, form="log")
@@ -296,5 +296,5 @@ def test_roughness_on_a_hand_computed_pair() -> None:
         return CurveTrace("x", np.arange(len(g)), g, g, gold=g, label=False, meta={})
 
     # second differences |[-2, 2]| -> 2 and |[0, 0]| -> 0: median 1; falling steps 1 of 6
-    got = roughness([t([0.0, 1.0, 0.0, 1.0]), t([0.0, 1.0, 2.0, 3.0])])
+    got = roughness(*corpus_curves([t([0.0, 1.0, 0.0, 1.0]), t([0.0, 1.0, 2.0, 3.0])]))
     assert got == {"gold_roughness": 1.0, "gold_decline_share": pytest.approx(1 / 6)}
