@@ -32,7 +32,7 @@ from evalstop_gym.corpus.analysis import (
 )
 from evalstop_gym.corpus.format import CurveTrace, write_traces
 from evalstop_gym.corpus.packaged import DATA_DIR, ENGLISH_CORPUS, load_corpus, write_sidecar
-from evalstop_gym.corpus.split import split_runs
+from evalstop_gym.corpus.split import select, split_runs
 from evalstop_gym.corpus.twin import TwinModel, draw_twin, fit_twin
 
 #: The shipped twin corpus (``evalstop_gym.corpus.packaged.load_corpus(TWIN_CORPUS)``).
@@ -66,8 +66,7 @@ class TwinFit:
 def train_runs(corpus: str = ENGLISH_CORPUS) -> list[CurveTrace]:
     """The train runs of the shipped corpus's fixed split."""
     traces = load_corpus(corpus)
-    train = set(split_runs(traces).train)
-    return [t for t in traces if t.run_id in train]
+    return select(traces, split_runs(traces), "train")
 
 
 def roughness(curves: np.ndarray, progress: Any = None, labels: Any = None) -> dict[str, float]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from evalstop_gym import ConfigError
 from evalstop_gym.corpus.format import CurveTrace, write_traces
 from evalstop_gym.corpus.packaged import DATA_DIR, ENGLISH_CORPUS, load_corpus, write_sidecar
-from evalstop_gym.corpus.split import split_runs
+from evalstop_gym.corpus.split import check_side, select, split_runs
 from evalstop_gym.corpus.twin import draw_twin, fit_twin
 
 from .twin_fit import (
@@ -56,19 +56,13 @@ POOL_EVAL_BATCH, POOL_BY = 32, "trainer"
 #: The first pooled twin used the gain-normalised shape; its draws were rougher than the runs
 #: it was fitted on and every check missed (docs/SIM_TO_REAL.md).
 POOL_FORM = "rise"
-_SIDES = ("train", "test", "all")
 
 
 def corpus_side(corpus: str, side: str) -> list[CurveTrace]:
     """One side of a packaged corpus: the ``train`` or ``test`` runs of its split, or ``all``."""
-    if side not in _SIDES:
-        raise ConfigError("side", side, f"one of {list(_SIDES)}")
+    check_side(side)
     traces = load_corpus(corpus)
-    if side == "all":
-        return traces
-    split = split_runs(traces)
-    keep = set(split.train if side == "train" else split.test)
-    return [t for t in traces if t.run_id in keep]
+    return select(traces, split_runs(traces), side)
 
 
 def source_name(sources: Sequence[tuple[str, str]]) -> str:
