@@ -52,6 +52,7 @@ from evalstop_experiments.sim_to_real_recipe import (
 from evalstop_experiments.sim_to_real_trainers import by_trainer, by_trainer_markdown
 from evalstop_gym import ConfigError
 from evalstop_gym.corpus.packaged import DATA_DIR
+from evalstop_gym.corpus.twin import FORMS
 
 PARTS = ("check", "oos", "diagnosis", "break-even")
 EXTRA_PARTS = ("trainers", "pool", "spread")
@@ -120,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError("--oos-batch", 32, "another batch than the check's 32 with break-even")
     trainer_corpora = _corpora(args.trainer_corpora, shipped)
     pool_checks = [c for c in args.pool_checks.split(",") if c]
-    if args.pool_form not in ("rise", "shape"):
-        raise ConfigError("--pool-form", args.pool_form, "rise or shape")
+    if args.pool_form not in FORMS:
+        raise ConfigError("--pool-form", args.pool_form, f"one of {list(FORMS)}")
     if not pool_checks or any(c not in POOL_CHECKS for c in pool_checks):
         raise ConfigError("--pool-checks", args.pool_checks, f"some of {list(POOL_CHECKS)}")
     for c in pool_checks if "pool" in parts else ():
@@ -133,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError("--spread", args.spread, f"CHECK:CORPUS, CHECK of {list(POOL_CHECKS)}")
     out = Path(args.out)
     tables = ("check.md", "out_of_sample.md", "diagnosis.md", "break_even.md", "by_trainer.md")
-    done = [n for n in (*tables, "pool.md", "spread.md") if (out / n).exists()]
+    pool_tables = ("pool.md", *(f"pool_{c}.md" for c in pool_checks))
+    done = [n for n in (*tables, *pool_tables, "spread.md") if (out / n).exists()]
     if done:
         raise ConfigError("--out", str(out), f"a folder without finished tables (it has {done})")
     out.mkdir(parents=True, exist_ok=True)

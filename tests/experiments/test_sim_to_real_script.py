@@ -123,6 +123,9 @@ def test_the_pool_part_writes_each_checks_table_and_refuses_bad_names(
     assert {r["check"] for r in rows} == {"heldout", "loo-b64"}
     with pytest.raises(ConfigError, match="--out"):  # a finished table is never overwritten
         script.main([*args, "--pool-checks", "heldout"])
+    (tmp_path / "pool.md").unlink()  # a run stopped after its first check: that table stays
+    with pytest.raises(ConfigError, match=r"pool_heldout\.md"):
+        script.main([*args, "--pool-checks", "heldout"])
     fresh = ["--out", str(tmp_path / "new"), "--parts", "pool"]
     with pytest.raises(ConfigError, match="--pool-checks"):
         script.main([*fresh, "--pool-checks", "nope"])
